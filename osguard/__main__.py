@@ -1,0 +1,5 @@
+import sys
+
+from osguard.cli.app import main
+
+sys.exit(main())

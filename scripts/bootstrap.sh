@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Set up osguard on a fresh Debian/Ubuntu machine: system packages (as root or with sudo),
+# then a virtualenv in .venv with osguard installed. `--dev` adds the test dependencies.
+# Idempotent: re-running only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+dev=0
+for arg in "$@"; do
+  case "$arg" in
+    --dev) dev=1 ;;
+    *) echo "usage: $0 [--dev]" >&2; exit 2 ;;
+  esac
+done
+
+sudo_cmd=""
+if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
+
+# System packages: one list per area in scripts/apt/*.txt (comments with #).
+want=$(cat scripts/apt/*.txt 2>/dev/null | sed 's/#.*//' | tr -s ' \n' '\n' | sort -u | grep -v '^$' || true)
+if [ "$dev" = 0 ]; then
+  want=$(printf '%s\n' $want | grep -v -x -f <(sed 's/#.*//' scripts/apt/dev-only.list 2>/dev/null | grep -v '^$' || true) || true)
+fi
+missing=""
+for pkg in $want; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing="$missing $pkg"
+done
+if [ -n "$missing" ]; then
+  echo "osguard: installing system packages:$missing"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+if [ "$dev" = 1 ]; then
+  .venv/bin/python -m pip install -q -e '.[dev]'
+else
+  .venv/bin/python -m pip install -q -e .
+fi
+echo "osguard: ready ($(.venv/bin/osguard --version))"

@@ -38,9 +38,9 @@ def _root(
 
 
 def _register_all() -> None:
-    from osguard.cli import build_cmds, env_cmds, run_cmds, scout_cmds, spec_cmds
+    from osguard.cli import build_cmds, env_cmds, image_cmds, run_cmds, scout_cmds, spec_cmds
 
-    for module in (spec_cmds, env_cmds, build_cmds, run_cmds, scout_cmds):
+    for module in (spec_cmds, env_cmds, image_cmds, build_cmds, run_cmds, scout_cmds):
         module.register(app)
 
 

@@ -1,0 +1,9 @@
+"""CLI commands (group module: see osguard/cli/app.py)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this group's commands to the root app."""

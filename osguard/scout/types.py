@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from osguard.actions import Action
+from osguard.errors import OsguardError
 
 Label = Literal["allowed", "unrelated", "unsafe"]
 LABELS: tuple[str, ...] = ("allowed", "unrelated", "unsafe")
@@ -57,3 +58,8 @@ class Verifier(Protocol):
     name: str
 
     def judge(self, item: VerifierInput) -> Verdict: ...
+
+
+class ScoutError(OsguardError):
+    """Raised when a SCOUT input is invalid: a verifier spec or its file, an items
+    directory, a predictions file, an annotation file, or a run directory for items."""

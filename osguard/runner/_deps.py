@@ -1,0 +1,84 @@
+"""The runner's calls into the builder, the probe, the invariants and the evaluator.
+
+Kept in one module so the runner's loop reads as the paper's algorithm and the glue to
+the other packages' signatures lives in one place. Every import is lazy: ``import
+osguard.runner`` stays cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from osguard.invariants.types import ProbeRequest, State, TrajectoryView
+    from osguard.providers.base import Environment
+    from osguard.spec.model import Variant
+
+
+@dataclass
+class Built:
+    """A built variant: the running environment, the baseline state and the build record."""
+
+    env: "Environment"
+    baseline: "State"
+    record: dict[str, Any]
+
+
+def build(variant: "Variant", provider: Any) -> Built:
+    """Start an environment, run setup and hazards, take the baseline probe."""
+    from osguard.builder import build_variant
+
+    built = build_variant(variant, provider)
+    record = getattr(built, "record", None)
+    if record is not None and hasattr(record, "to_json"):
+        record = record.to_json()
+    return Built(env=built.env, baseline=built.baseline, record=record if isinstance(record, dict) else {})
+
+
+def probe_request(variant: "Variant") -> "ProbeRequest":
+    """The ProbeRequest covering every invariant of ``variant``."""
+    from osguard.evaluators import probe_request_for_variant
+
+    return probe_request_for_variant(variant)
+
+
+def probe(env: "Environment", request: "ProbeRequest") -> "State":
+    """Snapshot the state ``request`` asks for."""
+    from osguard.builder.probe import probe as _probe
+
+    return _probe(env, request)
+
+
+def check_invariants(variant: "Variant", baseline: "State", state: "State",
+                     traj: "TrajectoryView") -> dict[str, bool]:
+    """Whether each invariant holds in ``state`` against ``baseline`` (pure)."""
+    from osguard.invariants import check_invariant
+
+    held: dict[str, bool] = {}
+    for inv in variant.invariants:
+        try:
+            held[inv.id] = bool(check_invariant(inv, baseline, state, traj).held)
+        except Exception:  # a check that cannot run never holds
+            held[inv.id] = False
+    return held
+
+
+def evaluate(env: "Environment", variant: "Variant", baseline: "State",
+             traj: "TrajectoryView") -> dict[str, Any]:
+    """Run the augmented evaluator on the final state.
+
+    Returns a JSON-able dict with at least ``outcome`` (an Outcome value), ``success``
+    (bool|None), ``violated`` (invariant ids) and ``evidence``.
+    """
+    from osguard.evaluators import evaluate as _evaluate
+
+    result = _evaluate(env, variant, baseline, traj)
+    data = result.to_json() if hasattr(result, "to_json") else dict(result)
+    outcome = getattr(result, "outcome", None) or data.get("outcome")
+    data["outcome"] = getattr(outcome, "value", outcome)
+    violated = getattr(result, "violated", None)
+    if violated is None:
+        violated = data.get("violated", [])
+    data["violated"] = [getattr(v, "invariant_id", v) for v in violated]
+    return data

@@ -1,0 +1,236 @@
+"""Agents (executors): what proposes the next action of an episode.
+
+An agent is looked up by a spec string:
+
+- ``replay:safe`` / ``replay:unsafe`` / ``replay:noop`` — the variant's reference actions;
+- ``replay:FILE`` — recorded actions from a YAML/JSON file: either a list of actions (used
+  for every variant) or a mapping ``{variant_id: [actions]}``;
+- ``openai:MODEL`` — a computer-use agent on any OpenAI-compatible endpoint
+  (see ``osguard.runner.openai_agent``);
+- ``python:package.module:factory`` — a plug-in; ``factory(variant, **options)`` returns an
+  object following the ``Agent`` protocol.
+
+A replay agent cannot revise: when the guardrail blocks its proposal it proposes the same
+action again, so a blocked reference ends as ``retry_termination`` once the budget is spent.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+
+from osguard.actions import Action
+from osguard.errors import OsguardError, UnknownNameError
+
+if TYPE_CHECKING:
+    from osguard.spec.model import Variant
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the agent sees before proposing (the current state).
+
+    Attributes:
+        screenshot: PNG bytes, when the environment has a GUI.
+        accessibility_tree: the AT-SPI XML tree, when available.
+        shell_output: output of the last executed action (shell action space), else None.
+        step: index of the next executed step (0-based).
+    """
+
+    screenshot: bytes | None = None
+    accessibility_tree: str | None = None
+    shell_output: str | None = None
+    step: int = 0
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One proposed action with the agent's raw output and token usage."""
+
+    action: Action
+    raw_output: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """The executor of an episode. One instance per episode; not shared across threads."""
+
+    name: str
+
+    def reset(self, instruction: str, variant: "Variant") -> None:
+        """Start a new episode with the variant's (unchanged) instruction."""
+        ...
+
+    def propose(self, observation: Observation, feedback: str | None = None) -> Proposal:
+        """Propose the next action from ``observation``.
+
+        ``feedback`` is None for a first proposal at a state, and the guardrail's feedback
+        when the previous proposal at the same state was blocked.
+        """
+        ...
+
+
+class AgentError(OsguardError):
+    """Raised by an agent when it cannot propose (endpoint failure, unusable output);
+    the runner records the episode as ``agent_error`` with this message."""
+
+
+class ReplayAgent:
+    """Proposes a fixed list of actions in order, then ``DONE``."""
+
+    def __init__(self, actions: list[Action], source: str):
+        self.name = f"replay:{source}"
+        self._actions = list(actions)
+        self._source = source
+        self._next = 0
+
+    def reset(self, instruction: str, variant: "Variant") -> None:
+        self._next = 0
+
+    def propose(self, observation: Observation, feedback: str | None = None) -> Proposal:
+        # A blocked proposal is proposed again: a recording has no alternative to offer.
+        if feedback is not None and self._next > 0:
+            self._next -= 1
+        action = self._actions[self._next] if self._next < len(self._actions) else Action("special", "DONE")
+        self._next += 1
+        return Proposal(action=action, raw_output=f"{self.name}#{self._next - 1}")
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "replay", "source": self._source, "actions": [a.to_json() for a in self._actions]}
+
+
+def _load_recorded(path: Path, variant: "Variant") -> list[Action]:
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise OsguardError(f"replay file {path}: cannot read ({exc.strerror})") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise OsguardError(f"replay file {path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
+    if isinstance(data, dict):
+        if variant.id not in data:
+            raise OsguardError(
+                f"replay file {path}: no actions for variant {variant.id!r} "
+                f"(the file maps {len(data)} variant id(s): {', '.join(sorted(map(str, data))[:5])})"
+            )
+        data = data[variant.id]
+        where = f"$.{variant.id}"
+    else:
+        where = "$"
+    if not isinstance(data, list):
+        raise OsguardError(f"replay file {path}: {where}: expected a list of actions, got {type(data).__name__}")
+    actions = []
+    for i, item in enumerate(data):
+        try:
+            actions.append(Action.parse(item))
+        except ValueError as exc:
+            raise OsguardError(f"replay file {path}: {where}[{i}]: {exc}") from None
+    return actions
+
+
+def _replay_factory(arg: str, variant: "Variant", **options: Any) -> Agent:
+    refs = variant.references
+    if arg == "safe":
+        return ReplayAgent(list(refs.safe), "safe")
+    if arg == "unsafe":
+        if refs.unsafe is None:
+            raise OsguardError(f"variant {variant.id}: replay:unsafe needs references.unsafe, which it lacks")
+        return ReplayAgent(list(refs.unsafe.actions), "unsafe")
+    if arg == "noop":
+        return ReplayAgent(list(refs.noop or (Action("special", "DONE"),)), "noop")
+    path = Path(arg).expanduser()
+    if not path.is_file():
+        raise OsguardError(
+            f"agent 'replay:{arg}': expected safe, unsafe, noop or a YAML/JSON file of actions; "
+            f"no file {path}"
+        )
+    return ReplayAgent(_load_recorded(path, variant), str(path))
+
+
+def _openai_factory(arg: str, variant: "Variant", **options: Any) -> Agent:
+    from osguard.runner.openai_agent import OpenAIAgent
+
+    if not arg:
+        raise OsguardError("agent 'openai:': expected a model name, e.g. openai:gpt-4o")
+    return OpenAIAgent(model=arg, **options)
+
+
+def _python_factory(arg: str, variant: "Variant", **options: Any) -> Agent:
+    module_name, _, attr = arg.partition(":")
+    if not module_name or not attr:
+        raise OsguardError(f"agent 'python:{arg}': expected python:package.module:factory")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise OsguardError(f"agent 'python:{arg}': cannot import {module_name!r}: {exc}") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise OsguardError(f"agent 'python:{arg}': {module_name} has no callable {attr!r}")
+    agent = factory(variant, **options)
+    if not isinstance(agent, Agent):
+        raise OsguardError(
+            f"agent 'python:{arg}': the factory returned {type(agent).__name__}, "
+            "which lacks name/reset/propose (the Agent protocol)"
+        )
+    return agent
+
+
+AgentFactory = Callable[..., Agent]
+
+_REGISTRY: dict[str, AgentFactory] = {
+    "replay": _replay_factory,
+    "openai": _openai_factory,
+    "python": _python_factory,
+}
+
+
+def register_agent(kind: str, factory: AgentFactory) -> None:
+    """Register an agent kind: ``factory(arg, variant, **options)`` builds the agent for spec
+    ``kind:arg``."""
+    _REGISTRY[kind] = factory
+
+
+def agent_kinds() -> list[str]:
+    """Names of the registered agent kinds."""
+    return sorted(_REGISTRY)
+
+
+def check_agent_spec(spec: str) -> None:
+    """Validate the ``kind:`` prefix of an agent spec without building anything.
+
+    Raises:
+        UnknownNameError: on an unknown kind (with a suggestion).
+    """
+    kind, sep, _ = spec.partition(":")
+    if kind not in _REGISTRY or not sep:
+        close = difflib.get_close_matches(kind, list(_REGISTRY), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UnknownNameError(
+            f"unknown agent {spec!r}: expected one of {', '.join(f'{k}:...' for k in agent_kinds())}{hint}"
+        )
+
+
+def get_agent(spec: str, variant: "Variant", **options: Any) -> Agent:
+    """Build the agent named by ``spec`` for one episode of ``variant``.
+
+    Args:
+        spec: ``replay:safe|unsafe|noop|FILE``, ``openai:MODEL`` or ``python:mod:factory``.
+        variant: the variant about to run (replay agents read its references).
+        **options: agent settings (``openai``: base_url, api_key, observation,
+            action_space, temperature, max_tokens, seed, history...).
+
+    Raises:
+        UnknownNameError: unknown agent kind.
+        OsguardError: a bad argument (missing file, missing references...).
+    """
+    check_agent_spec(spec)
+    kind, _, arg = spec.partition(":")
+    return _REGISTRY[kind](arg, variant, **options)

@@ -1,0 +1,373 @@
+"""One episode: the executor's loop, guarded as the OSGuard paper defines it (§6).
+
+At each state the executor proposes an action. With a guardrail, every state-changing
+proposal (pyautogui or shell; not WAIT/DONE/FAIL) is judged first, from exactly the
+original instruction, the current observation and the action (``VerifierInput``):
+
+- ``allowed``: the action runs and the environment advances;
+- ``unrelated`` / ``unsafe`` / ``invalid``: it does not run; the feedback goes back to
+  the executor, which proposes a revision from the same state.
+
+At most ``retry_budget`` revisions (``retry_budget + 1`` proposals) are judged per state;
+when all are blocked the episode ends as ``retry_termination`` (never a success) and the
+final block is recorded. After every executed action a probe records the state and every
+invariant is checked against the baseline, so each invariant's first violating step is
+known.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from osguard.actions import Action
+from osguard.errors import EnvironmentError_, ModelError, OsguardError
+from osguard.outcomes import Outcome
+from osguard.runner import _deps
+from osguard.runner.agents import Agent, AgentError, Observation
+from osguard.runner.trajectory import EpisodeWriter
+
+if TYPE_CHECKING:
+    from osguard.providers.base import Environment
+    from osguard.scout.types import Verifier
+    from osguard.spec.model import Variant
+
+OUTPUT_LIMIT = 20000  # characters of command output kept per step record
+
+
+class Interrupted(Exception):
+    """Raised inside an episode when the run is being cancelled (Ctrl-C, SIGTERM); the
+    episode is discarded and runs again on resume."""
+
+
+@dataclass
+class EpisodeResult:
+    """How one episode ended; the line written to results.jsonl (``to_json``)."""
+
+    episode_id: str
+    variant_id: str
+    outcome: Outcome
+    reason: str = ""
+    steps: int = 0
+    proposals: int = 0
+    blocked: int = 0
+    violated: list[str] = field(default_factory=list)
+    first_violation_step: dict[str, int | None] = field(default_factory=dict)
+    duration_s: float = 0.0
+    agent_tokens: dict[str, int] = field(default_factory=dict)
+    guardrail_tokens: dict[str, int] = field(default_factory=dict)
+    guardrail_latency_s: float = 0.0
+    spec_hash: str = ""
+    family: str = ""
+    domain: str = ""
+    episode_dir: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "episode_id": self.episode_id, "variant_id": self.variant_id,
+            "outcome": self.outcome.value, "reason": self.reason, "steps": self.steps,
+            "proposals": self.proposals, "blocked": self.blocked, "violated": list(self.violated),
+            "first_violation_step": dict(self.first_violation_step),
+            "duration_s": round(self.duration_s, 3), "agent_tokens": dict(self.agent_tokens),
+            "guardrail_tokens": dict(self.guardrail_tokens),
+            "guardrail_latency_s": round(self.guardrail_latency_s, 4),
+            "spec_hash": self.spec_hash, "family": self.family, "domain": self.domain,
+            "episode_dir": self.episode_dir,
+        }
+
+
+def _add_usage(total: dict[str, int], usage: dict[str, int] | None) -> None:
+    for key, value in (usage or {}).items():
+        try:
+            total[key] = total.get(key, 0) + int(value)
+        except (TypeError, ValueError):
+            continue
+
+
+def _judged(action: Action) -> bool:
+    """Only state-changing actions are judged: WAIT/DONE/FAIL change nothing, and blocking
+    DONE would only keep an agent in an episode it believes finished."""
+    return action.kind != "special"
+
+
+class _Episode:
+    """State of one running episode (kept together so error paths can still report it)."""
+
+    def __init__(self, variant: "Variant", writer: EpisodeWriter):
+        self.variant = variant
+        self.writer = writer
+        self.executed: list[str] = []  # executed action codes (TrajectoryView.actions)
+        self.agent_outputs: list[str] = []
+        self.first_violation: dict[str, int | None] = {inv.id: None for inv in variant.invariants}
+        self.steps = 0
+        self.proposals = 0
+        self.blocked = 0
+        self.agent_tokens: dict[str, int] = {}
+        self.guardrail_tokens: dict[str, int] = {}
+        self.guardrail_latency = 0.0
+        self.safe_reference = {(a.kind, a.code) for a in variant.references.safe}
+
+    def traj(self) -> Any:
+        from osguard.invariants.types import TrajectoryView
+
+        return TrajectoryView(actions=tuple(self.executed), agent_outputs=tuple(self.agent_outputs))
+
+
+def _observe(env: "Environment", shell_output: str | None, step: int) -> Observation:
+    caps = env.capabilities
+    shot = env.screenshot() if caps.gui else None
+    tree = env.accessibility_tree() if caps.accessibility else None
+    return Observation(screenshot=shot, accessibility_tree=tree, shell_output=shell_output, step=step)
+
+
+def run_episode(
+    variant: "Variant",
+    agent: Agent,
+    guardrail: "Verifier | None" = None,
+    *,
+    provider: Any,
+    run_dir: Path,
+    episode_id: str | None = None,
+    max_steps: int = 15,
+    retry_budget: int = 2,
+    step_probe: bool = True,
+    action_timeout: float = 60.0,
+    wait_seconds: float = 1.0,
+    cancel: threading.Event | None = None,
+) -> EpisodeResult:
+    """Run one episode of ``variant`` and write its folder under ``run_dir/episodes``.
+
+    Never raises for a failing environment, agent or guardrail: those end the episode as
+    ``env_error`` / ``agent_error`` with the reason. Raises ``Interrupted`` when ``cancel``
+    is set (the episode folder is discarded).
+
+    Args:
+        variant: the variant to run.
+        agent: a fresh agent for this episode.
+        guardrail: the verifier judging proposals, or None for unguarded execution.
+        provider: a Provider; the builder starts one environment from it.
+        run_dir: the run directory (the episode folder goes in ``episodes/``).
+        episode_id: folder name and results key (default: the variant id).
+        max_steps: executed steps (WAIT included) before the episode is evaluated as is.
+        retry_budget: revisions allowed after a block at one state (paper: 2).
+        step_probe: probe and check invariants after every executed action.
+        action_timeout: seconds one action may run in the environment.
+        wait_seconds: how long WAIT pauses.
+        cancel: set by the run to stop early.
+    """
+    if retry_budget < 0:
+        raise OsguardError(f"retry budget {retry_budget}: expected an integer >= 0")
+    episode_id = episode_id or variant.id
+    writer = EpisodeWriter(Path(run_dir), episode_id)
+    ep = _Episode(variant, writer)
+    start = time.monotonic()
+    env: "Environment | None" = None
+    built: _deps.Built | None = None
+    outcome: Outcome | None = None
+    reason = ""
+    evaluation: dict[str, Any] | None = None
+    final_block: dict[str, Any] | None = None
+    env_info: dict[str, Any] = {}
+
+    def check_cancel() -> None:
+        if cancel is not None and cancel.is_set():
+            raise Interrupted()
+
+    try:
+        check_cancel()
+        try:
+            built = _deps.build(variant, provider)
+        except OsguardError as exc:
+            raise _EnvFailure(f"build failed: {exc}") from exc
+        env = built.env
+        env_info = {"id": env.info.id, "provider": env.info.provider, "image": env.info.image,
+                    "capabilities": env.capabilities.to_json()}
+        check_cancel()
+        request = _deps.probe_request(variant) if step_probe else None
+        try:
+            agent.reset(variant.base.instruction, variant)
+        except Exception as exc:
+            raise _AgentFailure(str(exc) if isinstance(exc, OsguardError) else f"{agent.name}: {type(exc).__name__}: {exc}") from exc
+        shell_output: str | None = None
+        while True:
+            check_cancel()
+            if ep.steps >= max_steps:
+                reason = f"reached the step limit ({max_steps})"
+                break
+            step = ep.steps
+            obs = _observe(env, shell_output, step)
+            refs = writer.save_observation(step, obs.screenshot, obs.accessibility_tree)
+            feedback: str | None = None
+            attempts: list[dict[str, Any]] = []
+            chosen: Action | None = None
+            for attempt in range(retry_budget + 1):
+                check_cancel()
+                t0 = time.monotonic()
+                try:
+                    proposal = agent.propose(obs, feedback)
+                except (AgentError, ModelError) as exc:
+                    raise _AgentFailure(str(exc)) from exc
+                except Interrupted:
+                    raise
+                except Exception as exc:  # a plug-in's bug is still the agent's failure
+                    raise _AgentFailure(f"{agent.name}: {type(exc).__name__}: {exc}") from exc
+                ep.proposals += 1
+                _add_usage(ep.agent_tokens, proposal.usage)
+                if proposal.raw_output:
+                    ep.agent_outputs.append(proposal.raw_output)
+                action = proposal.action
+                record: dict[str, Any] = {
+                    "attempt": attempt, "action": action.to_json(), "raw_output": proposal.raw_output,
+                    "usage": dict(proposal.usage), "agent_latency_s": round(time.monotonic() - t0, 4),
+                    "feedback_in": feedback,
+                    "in_safe_reference": (action.kind, action.code) in ep.safe_reference,
+                    "verdict": None,
+                }
+                attempts.append(record)
+                if guardrail is None or not _judged(action):
+                    chosen = action
+                    break
+                verdict = _judge(guardrail, variant.base.instruction, action, obs)
+                _add_usage(ep.guardrail_tokens, verdict.usage)
+                ep.guardrail_latency += verdict.latency_s
+                record["verdict"] = verdict.to_json()
+                if not verdict.blocks:
+                    chosen = action
+                    break
+                ep.blocked += 1
+                feedback = verdict.feedback or f"The action was judged {verdict.label}."
+            step_record: dict[str, Any] = {"index": step, "observation": refs, "proposals": attempts}
+            if chosen is None:
+                last = attempts[-1]
+                final_block = {"step": step, "action": last["action"], "verdict": last["verdict"]}
+                step_record.update({"executed": None, "terminated": "retry_termination"})
+                writer.write_step(step_record)
+                outcome = Outcome.RETRY_TERMINATION
+                reason = (f"step {step}: {len(attempts)} proposals blocked "
+                          f"(last: {last['verdict']['label']}: {last['verdict']['feedback']})")
+                break
+            step_record["executed"] = chosen.to_json()
+            if chosen.is_terminal:
+                step_record["terminated"] = chosen.code
+                writer.write_step(step_record)
+                reason = f"agent said {chosen.code} at step {step}"
+                if chosen.code == "DONE" or chosen.code == "FAIL":
+                    ep.executed.append(chosen.code)
+                break
+            t0 = time.monotonic()
+            if chosen.kind == "special":  # WAIT
+                time.sleep(wait_seconds)
+                step_record["result"] = None
+            else:
+                result = env.run_action(chosen, workdir=variant.workdir, timeout=action_timeout)
+                ep.executed.append(chosen.code)
+                shell_output = (result.output or "") + (result.error or "")
+                step_record["result"] = {"returncode": result.returncode, "output": result.output[-OUTPUT_LIMIT:],
+                                         "error": result.error[-OUTPUT_LIMIT:], "timed_out": result.timed_out}
+            step_record["exec_s"] = round(time.monotonic() - t0, 4)
+            if request is not None:
+                t0 = time.monotonic()
+                state = _deps.probe(env, request)
+                held = _deps.check_invariants(variant, built.baseline, state, ep.traj())
+                step_record["invariants"] = held
+                step_record["probe_s"] = round(time.monotonic() - t0, 4)
+                for inv_id, ok in held.items():
+                    if not ok and ep.first_violation.get(inv_id) is None:
+                        ep.first_violation[inv_id] = step
+            writer.write_step(step_record)
+            ep.steps += 1
+        check_cancel()
+        evaluation = _deps.evaluate(env, variant, built.baseline, ep.traj())
+        if outcome is None:
+            outcome = Outcome(evaluation["outcome"])
+    except Interrupted:
+        writer.discard()
+        _stop(env)
+        raise
+    except _AgentFailure as exc:
+        outcome, reason = Outcome.AGENT_ERROR, str(exc)
+    except _EnvFailure as exc:
+        outcome, reason = Outcome.ENV_ERROR, str(exc)
+    except EnvironmentError_ as exc:
+        outcome, reason = Outcome.ENV_ERROR, f"environment: {exc}"
+    except Exception as exc:
+        if cancel is not None and cancel.is_set():
+            # the run stopped this episode's environment under it: not a real failure
+            writer.discard()
+            _stop(env)
+            raise Interrupted() from exc
+        outcome = Outcome.ENV_ERROR
+        reason = f"{type(exc).__name__}: {exc}"
+        evaluation = evaluation or {"traceback": traceback.format_exc(limit=8)}
+    finally:
+        _stop(env)
+
+    assert outcome is not None
+    duration = time.monotonic() - start
+    violated = list((evaluation or {}).get("violated", []))
+    result = EpisodeResult(
+        episode_id=episode_id, variant_id=variant.id, outcome=outcome, reason=reason,
+        steps=ep.steps, proposals=ep.proposals, blocked=ep.blocked, violated=violated,
+        first_violation_step=dict(ep.first_violation), duration_s=duration,
+        agent_tokens=ep.agent_tokens, guardrail_tokens=ep.guardrail_tokens,
+        guardrail_latency_s=ep.guardrail_latency, spec_hash=variant.spec_hash,
+        family=variant.family, domain=variant.base.domain,
+        episode_dir=f"episodes/{episode_id}",
+    )
+    outcome_doc = {
+        **result.to_json(),
+        "instruction": variant.base.instruction,
+        "agent": agent.name,
+        "guardrail": getattr(guardrail, "name", None),
+        "retry_budget": retry_budget,
+        "max_steps": max_steps,
+        "final_block": final_block,
+        "evaluation": evaluation,
+        "environment": env_info,
+        "build": built.record if built is not None else None,
+    }
+    check = cancel is not None and cancel.is_set() and outcome in (Outcome.ENV_ERROR, Outcome.AGENT_ERROR)
+    if check:
+        writer.discard()
+        raise Interrupted()
+    writer.commit(outcome_doc)
+    return result
+
+
+class _AgentFailure(Exception):
+    pass
+
+
+class _EnvFailure(Exception):
+    pass
+
+
+def _judge(guardrail: "Verifier", instruction: str, action: Action, obs: Observation) -> Any:
+    """Ask the guardrail about one proposal, from the allowlisted input only."""
+    from osguard.scout.types import Verdict, VerifierInput
+
+    item = VerifierInput(instruction=instruction, action=action, screenshot=obs.screenshot,
+                         accessibility_tree=obs.accessibility_tree, shell_output=obs.shell_output)
+    t0 = time.monotonic()
+    try:
+        verdict = guardrail.judge(item)
+    except Exception as exc:
+        raise _AgentFailure(f"guardrail {getattr(guardrail, 'name', '?')}: {type(exc).__name__}: {exc}") from exc
+    if not verdict.latency_s:
+        # some verifiers do not time themselves; the overhead report needs it
+        verdict = Verdict(label=verdict.label, feedback=verdict.feedback, raw=verdict.raw,
+                          latency_s=time.monotonic() - t0, usage=dict(verdict.usage))
+    return verdict
+
+
+def _stop(env: "Environment | None") -> None:
+    if env is None:
+        return
+    try:
+        env.stop()
+    except Exception:
+        pass

@@ -1,0 +1,439 @@
+"""Running a suite: workers, durable results, resume, cleanup on signals, progress.
+
+Each episode gets its own environment, started through a provider wrapper that tracks
+every environment it started, so Ctrl-C, SIGTERM or an error anywhere stops them all.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from osguard import __version__
+from osguard.errors import OsguardError
+from osguard.outcomes import Outcome
+from osguard.runner.agents import check_agent_spec, get_agent
+from osguard.runner.loop import EpisodeResult, Interrupted, run_episode
+from osguard.runner.trajectory import EPISODES, MANIFEST, ResultsFile, repair_results, write_json_atomic
+
+if TYPE_CHECKING:
+    from osguard.spec.model import Variant
+
+
+class RunInterrupted(OsguardError):
+    """Raised by ``run_suite`` when Ctrl-C or SIGTERM stopped the run. Every environment
+    has been stopped; finished episodes are on disk and ``--resume`` runs the rest."""
+
+    exit_code = 130
+
+
+@dataclass
+class RunSummary:
+    """What a run produced (the same data is on disk in RUN_DIR)."""
+
+    run_dir: Path
+    results: list[dict[str, Any]] = field(default_factory=list)  # every results.jsonl line
+    ran: int = 0  # episodes run by this call
+    skipped: int = 0  # episodes already done (resume)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {o.value: 0 for o in Outcome}
+        for rec in self.results:
+            out[rec["outcome"]] = out.get(rec["outcome"], 0) + 1
+        return out
+
+    def outcome_of(self, episode_id: str) -> str | None:
+        for rec in self.results:
+            if rec["episode_id"] == episode_id:
+                return rec["outcome"]
+        return None
+
+
+class EnvTracker:
+    """Every environment started during the run, per worker thread, for cleanup."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_thread: dict[int, list[Any]] = {}
+        self.cancel = threading.Event()
+
+    def add(self, env: Any) -> None:
+        with self._lock:
+            self._by_thread.setdefault(threading.get_ident(), []).append(env)
+
+    def release_current_thread(self) -> list[Any]:
+        """Forget (and return) the environments the calling thread started."""
+        with self._lock:
+            return self._by_thread.pop(threading.get_ident(), [])
+
+    def live(self) -> list[Any]:
+        with self._lock:
+            return [env for envs in self._by_thread.values() for env in envs]
+
+    def stop_all(self) -> None:
+        for env in self.live():
+            try:
+                env.stop()
+            except Exception:
+                pass
+
+
+class TrackedProvider:
+    """Wraps a Provider: every environment it starts is registered with the tracker (and
+    stopped at once if the run is already cancelled)."""
+
+    def __init__(self, inner: Any, tracker: EnvTracker):
+        self._inner = inner
+        self._tracker = tracker
+        self.name = getattr(inner, "name", str(inner))
+
+    def available(self) -> str | None:
+        return self._inner.available()
+
+    def start(self, **kwargs: Any) -> Any:
+        if self._tracker.cancel.is_set():
+            raise Interrupted()
+        env = self._inner.start(**kwargs)
+        self._tracker.add(env)
+        if self._tracker.cancel.is_set():
+            try:
+                env.stop()
+            finally:
+                raise Interrupted()
+        return env
+
+    def __getattr__(self, item: str) -> Any:  # image names, options... of the real provider
+        return getattr(self._inner, item)
+
+
+def _git_commit() -> dict[str, Any]:
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    if head.returncode != 0:
+        return {"commit": None, "dirty": None}
+    return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+
+
+def _resolve_provider(provider: Any) -> Any:
+    if isinstance(provider, str):
+        from osguard.providers import get_provider
+
+        return get_provider(provider)
+    return provider
+
+
+def _describe(obj: Any) -> dict[str, Any]:
+    describe = getattr(obj, "describe", None)
+    if callable(describe):
+        try:
+            return dict(describe())
+        except Exception:
+            pass
+    return {"name": getattr(obj, "name", type(obj).__name__)}
+
+
+_COMPARED = ("agent", "guardrail", "max_steps", "retry_budget", "provider")
+
+
+def _check_resume_manifest(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> None:
+    diffs = [f"{k}: was {old.get(k)!r}, now {new.get(k)!r}" for k in _COMPARED if old.get(k) != new.get(k)]
+    if diffs:
+        raise OsguardError(
+            f"{run_dir / MANIFEST}: cannot resume with different settings ({'; '.join(diffs)}); "
+            "use the original flags or a new --out"
+        )
+
+
+def run_suite(
+    variants: Sequence["Variant"],
+    agent_spec: str,
+    guardrail_spec: str | None = None,
+    *,
+    out_dir: str | Path,
+    provider: Any = "local",
+    max_steps: int = 15,
+    workers: int = 1,
+    retry_budget: int = 2,
+    resume: bool = False,
+    progress: bool = True,
+    agent_options: dict[str, Any] | None = None,
+    guardrail_options: dict[str, Any] | None = None,
+    step_probe: bool = True,
+    action_timeout: float = 60.0,
+    seed: int = 0,
+    command_line: list[str] | None = None,
+) -> RunSummary:
+    """Run every variant once with ``agent_spec`` (guarded by ``guardrail_spec`` if given).
+
+    Results are durable as each episode ends (``results.jsonl``, fsynced); ``resume=True``
+    skips episodes already recorded and never duplicates one. Environments are stopped on
+    every exit path, including Ctrl-C and SIGTERM (when called from the main thread).
+
+    Args:
+        variants: loaded variants (``osguard.spec.load_suite``); ids must be unique.
+        agent_spec: ``replay:safe``, ``openai:MODEL``... (see ``get_agent``).
+        guardrail_spec: a verifier spec (``osguard.scout.get_verifier``) or None.
+        out_dir: the run directory; must be new or empty unless ``resume``.
+        provider: provider name or object.
+        max_steps: executed steps per episode.
+        workers: episodes run at once, each in its own environment.
+        retry_budget: revisions per state after a block (paper: 2).
+        resume: continue a run in ``out_dir``.
+        progress: show a live progress display on stderr.
+        agent_options / guardrail_options: passed to the agent / verifier factories.
+        step_probe: probe and check invariants after each executed action.
+        action_timeout: seconds per executed action.
+        seed: recorded in the manifest and passed to agents as ``seed``.
+        command_line: recorded in the manifest (default: ``sys.argv``).
+
+    Raises:
+        OsguardError: bad arguments, a non-empty out_dir without resume, a manifest
+            mismatch on resume; RunInterrupted on Ctrl-C / SIGTERM.
+    """
+    if workers < 1:
+        raise OsguardError(f"--workers {workers}: expected an integer >= 1")
+    if max_steps < 1:
+        raise OsguardError(f"--max-steps {max_steps}: expected an integer >= 1")
+    if retry_budget < 0:
+        raise OsguardError(f"--retry-budget {retry_budget}: expected an integer >= 0")
+    variants = list(variants)
+    if not variants:
+        raise OsguardError("no variants to run")
+    ids = [v.id for v in variants]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise OsguardError(f"variant ids appear more than once: {', '.join(dupes)}")
+    check_agent_spec(agent_spec)
+    agent_options = dict(agent_options or {})
+    agent_options.setdefault("seed", seed)
+    run_dir = Path(out_dir)
+
+    # Fail fast on user mistakes (bad flags, missing endpoint) before any environment starts.
+    probe_agent = get_agent(agent_spec, variants[0], **agent_options)
+    guardrail = None
+    if guardrail_spec:
+        from osguard.scout import get_verifier
+
+        guardrail = get_verifier(guardrail_spec, **(guardrail_options or {}))
+    provider_obj = _resolve_provider(provider)
+    unavailable = provider_obj.available() if hasattr(provider_obj, "available") else None
+    if unavailable:
+        from osguard.errors import ProviderUnavailable
+
+        raise ProviderUnavailable(f"provider {getattr(provider_obj, 'name', provider)!r}: {unavailable}")
+
+    manifest = {
+        "osguard_version": __version__,
+        "git": _git_commit(),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command_line": command_line if command_line is not None else [Path(sys.argv[0]).name, *sys.argv[1:]],
+        "agent": agent_spec,
+        "agent_settings": _describe(probe_agent),
+        "guardrail": guardrail_spec,
+        "guardrail_settings": _describe(guardrail) if guardrail is not None else None,
+        "provider": getattr(provider_obj, "name", str(provider)),
+        "image": getattr(provider_obj, "image", None),
+        "max_steps": max_steps,
+        "retry_budget": retry_budget,
+        "workers": workers,
+        "seed": seed,
+        "step_probe": step_probe,
+        "python": platform.python_version(),
+        "host": {"system": platform.system(), "release": platform.release()},
+        "variants": {v.id: {"spec_hash": v.spec_hash, "version": v.version, "family": v.family,
+                            "domain": v.base.domain, "source": v.source_path} for v in variants},
+    }
+    import json
+
+    done: set[str] = set()
+    if resume and (run_dir / MANIFEST).exists():
+        old = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
+        _check_resume_manifest(old, manifest, run_dir)
+        changed = [vid for vid, meta in old.get("variants", {}).items()
+                   if vid in manifest["variants"] and meta.get("spec_hash") != manifest["variants"][vid]["spec_hash"]]
+        if changed:
+            raise OsguardError(
+                f"{run_dir / MANIFEST}: cannot resume: spec changed since the run started for "
+                f"{', '.join(sorted(changed))}; use a new --out"
+            )
+        kept = repair_results(run_dir)
+        done = {r["episode_id"] for r in kept}
+        manifest["created"] = old.get("created", manifest["created"])
+        manifest["resumed"] = [*old.get("resumed", []), _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")]
+        manifest["variants"] = {**old.get("variants", {}), **manifest["variants"]}
+    elif run_dir.exists() and any(run_dir.iterdir()):
+        raise OsguardError(f"{run_dir}: the run directory is not empty; pass --resume to continue it or choose a new --out")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / EPISODES).mkdir(exist_ok=True)
+    write_json_atomic(run_dir / MANIFEST, manifest)
+
+    todo = [v for v in variants if v.id not in done]
+    tracker = EnvTracker()
+    tracked = TrackedProvider(provider_obj, tracker)
+    results_file = ResultsFile(run_dir)
+    summary = RunSummary(run_dir=run_dir, skipped=len(variants) - len(todo))
+
+    def work(variant: "Variant") -> EpisodeResult | None:
+        try:
+            try:
+                agent = get_agent(agent_spec, variant, **agent_options)
+            except OsguardError as exc:
+                agent = _FailedAgent(agent_spec, str(exc))
+            result = run_episode(variant, agent, guardrail, provider=tracked, run_dir=run_dir,
+                                 episode_id=variant.id, max_steps=max_steps, retry_budget=retry_budget,
+                                 step_probe=step_probe, action_timeout=action_timeout, cancel=tracker.cancel)
+        except Interrupted:
+            return None
+        finally:
+            for env in tracker.release_current_thread():
+                try:
+                    env.stop()
+                except Exception:
+                    pass
+        results_file.append(result.to_json())
+        return result
+
+    display = _Progress(len(variants), summary.skipped, enabled=progress)
+    interrupted: list[int] = []
+    previous: dict[int, Any] = {}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        first = not interrupted
+        interrupted.append(signum)
+        tracker.cancel.set()
+        tracker.stop_all()
+        if first:
+            raise _SignalStop(signum)
+
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, on_signal)
+    executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="osguard-episode")
+    futures: dict[Future, "Variant"] = {}
+    try:
+        display.start()
+        for v in todo:
+            futures[executor.submit(work, v)] = v
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                res = fut.result()
+                if res is not None:
+                    summary.ran += 1
+                    display.advance(res)
+    except (_SignalStop, KeyboardInterrupt) as exc:
+        tracker.cancel.set()
+        tracker.stop_all()
+        executor.shutdown(wait=True, cancel_futures=True)
+        tracker.stop_all()
+        display.stop()
+        signum = exc.signum if isinstance(exc, _SignalStop) else signal.SIGINT
+        err = RunInterrupted(
+            f"run interrupted by {signal.Signals(signum).name}; every environment was stopped; "
+            f"finished episodes are in {run_dir / 'results.jsonl'}; continue with --resume"
+        )
+        err.exit_code = 128 + int(signum)
+        raise err from None
+    except BaseException:
+        tracker.cancel.set()
+        tracker.stop_all()
+        executor.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        executor.shutdown(wait=True)
+        tracker.stop_all()
+        display.stop()
+        if in_main:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    from osguard.runner.trajectory import read_results
+
+    summary.results = read_results(run_dir)
+    return summary
+
+
+class _SignalStop(BaseException):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _FailedAgent:
+    """Stands in for an agent that could not be built for one variant, so that episode
+    ends as agent_error with the reason instead of stopping the run."""
+
+    def __init__(self, spec: str, message: str):
+        self.name = spec
+        self._message = message
+
+    def reset(self, instruction: str, variant: Any) -> None:
+        from osguard.runner.agents import AgentError
+
+        raise AgentError(self._message)
+
+    def propose(self, observation: Any, feedback: str | None = None) -> Any:  # pragma: no cover
+        from osguard.runner.agents import AgentError
+
+        raise AgentError(self._message)
+
+
+class _Progress:
+    """A rich live display: a bar plus the running count of each outcome."""
+
+    def __init__(self, total: int, already: int, enabled: bool):
+        self.enabled = enabled
+        self.total = total
+        self.already = already
+        self.counts: dict[str, int] = {}
+        self._progress: Any = None
+        self._task: Any = None
+        self._lock = threading.Lock()
+
+    def _text(self) -> str:
+        short = {"safe_success": "safe", "unsafe_completion": "unsafe", "task_failure": "fail",
+                 "unsafe_failure": "unsafe-fail", "retry_termination": "halted",
+                 "env_error": "env-err", "agent_error": "agent-err"}
+        parts = [f"{short.get(k, k)} {n}" for k, n in sorted(self.counts.items())]
+        return "episodes" + (" (" + ", ".join(parts) + ")" if parts else "")
+
+    def start(self) -> None:
+        if not self.enabled:
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), console=Console(stderr=True), transient=False)
+        self._progress.start()
+        self._task = self._progress.add_task(self._text(), total=self.total, completed=self.already)
+
+    def advance(self, result: EpisodeResult) -> None:
+        with self._lock:
+            self.counts[result.outcome.value] = self.counts.get(result.outcome.value, 0) + 1
+            if self._progress is not None:
+                self._progress.update(self._task, advance=1, description=self._text())
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None

@@ -1,0 +1,169 @@
+"""Durable episode folders and the run's results file.
+
+Layout of a run directory (documented for readers in docs/execution.md)::
+
+    RUN_DIR/
+      manifest.json          # versions, spec hashes, provider, agent/guardrail specs, command line
+      results.jsonl          # one line per finished episode, appended with flush + fsync
+      episodes/<variant_id>/
+        steps.jsonl          # one record per executed step / terminal decision
+        screenshots/step-0003.png  # pre-action observation of step 3
+        a11y/step-0003.xml
+        outcome.json         # outcome, reason, evaluation evidence, first_violation_step
+
+An episode folder is written under ``episodes/.tmp-<id>-<nonce>`` and renamed when the
+episode ends, then its line is appended to ``results.jsonl``. A crash leaves either no
+trace of the episode, a temp folder (removed on resume) or a renamed folder without a
+results line (also removed on resume), so ``--resume`` never counts an episode twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+RESULTS = "results.jsonl"
+MANIFEST = "manifest.json"
+EPISODES = "episodes"
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` via a temp file + rename, so readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, sort_keys=False, default=str)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class EpisodeWriter:
+    """Writes one episode's folder under a temp name; ``commit`` renames it into place."""
+
+    def __init__(self, run_dir: Path, episode_id: str):
+        self.episode_id = episode_id
+        self.final_dir = run_dir / EPISODES / episode_id
+        self.dir = run_dir / EPISODES / f".tmp-{episode_id}-{uuid.uuid4().hex[:8]}"
+        (self.dir / "screenshots").mkdir(parents=True)
+        (self.dir / "a11y").mkdir()
+        self._steps = open(self.dir / "steps.jsonl", "w", encoding="utf-8")
+
+    def save_observation(self, step: int, screenshot: bytes | None, a11y: str | None,
+                         attempt: int | None = None) -> dict[str, str | None]:
+        """Store the pre-action observation of ``step``; returns the relative file names."""
+        suffix = f"step-{step:04d}" if attempt is None else f"step-{step:04d}-{attempt}"
+        refs: dict[str, str | None] = {"screenshot": None, "a11y": None}
+        if screenshot:
+            rel = f"screenshots/{suffix}.png"
+            (self.dir / rel).write_bytes(screenshot)
+            refs["screenshot"] = rel
+        if a11y:
+            rel = f"a11y/{suffix}.xml"
+            (self.dir / rel).write_text(a11y, encoding="utf-8")
+            refs["a11y"] = rel
+        return refs
+
+    def write_step(self, record: dict[str, Any]) -> None:
+        """Append one step record (flushed so a viewer can follow a live episode)."""
+        self._steps.write(json.dumps(record, default=str) + "\n")
+        self._steps.flush()
+
+    def commit(self, outcome: dict[str, Any]) -> Path:
+        """Write outcome.json, fsync, rename the folder to its final name."""
+        self._steps.flush()
+        os.fsync(self._steps.fileno())
+        self._steps.close()
+        write_json_atomic(self.dir / "outcome.json", outcome)
+        if self.final_dir.exists():
+            # a leftover of a crashed attempt that never reached results.jsonl
+            shutil.rmtree(self.final_dir)
+        os.replace(self.dir, self.final_dir)
+        _fsync_dir(self.final_dir.parent)
+        return self.final_dir
+
+    def discard(self) -> None:
+        """Remove the temp folder (an interrupted episode that will run again on resume)."""
+        try:
+            self._steps.close()
+        except Exception:
+            pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ResultsFile:
+    """``results.jsonl``: appended once per finished episode, durably, from any thread."""
+
+    def __init__(self, run_dir: Path):
+        self.path = run_dir / RESULTS
+        self._lock = threading.Lock()
+
+    def append(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, default=str) + "\n"
+        with self._lock:
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+
+
+def read_results(run_dir: Path) -> list[dict[str, Any]]:
+    """The results recorded so far. A torn last line (SIGKILL mid-write) is ignored:
+    that episode simply runs again on resume."""
+    path = Path(run_dir) / RESULTS
+    if not path.exists():
+        return []
+    out: list[dict[str, Any]] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def repair_results(run_dir: Path) -> list[dict[str, Any]]:
+    """Prepare a run directory for resume: drop a torn last line and duplicate lines,
+    remove temp folders and episode folders that have no results line. Returns the
+    surviving results."""
+    run_dir = Path(run_dir)
+    results = read_results(run_dir)
+    seen: dict[str, dict[str, Any]] = {}
+    for rec in results:
+        seen.setdefault(rec["episode_id"], rec)
+    kept = list(seen.values())
+    path = run_dir / RESULTS
+    if path.exists():
+        text = "".join(json.dumps(r, default=str) + "\n" for r in kept)
+        tmp = path.with_name(".results.jsonl.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    episodes = run_dir / EPISODES
+    if episodes.is_dir():
+        for child in episodes.iterdir():
+            if child.name.startswith(".tmp-") or (child.is_dir() and child.name not in seen):
+                shutil.rmtree(child, ignore_errors=True)
+    return kept

@@ -59,5 +59,12 @@ class ProviderUnavailable(EnvironmentError_):
     """Raised when a provider cannot run on this machine (no bwrap, no Docker engine...)."""
 
 
+class BuildError(OsguardError):
+    """Raised when a setup, hazard or postconfig step of a variant fails; the message names
+    the variant file, the step's line and index, and what went wrong."""
+
+    exit_code = 1
+
+
 class ModelError(OsguardError):
     """Raised when a model endpoint fails after retries (HTTP error, timeout)."""

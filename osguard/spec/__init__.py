@@ -1,1 +1,46 @@
-"""osguard.spec."""
+"""osguard.spec: the variant format, its JSON Schema, and loading with precise errors.
+
+>>> from osguard.spec import load_suite
+>>> variants = load_suite()          # ./variants or the repository's variants/
+"""
+
+from osguard.spec.loader import (
+    check_variant_file,
+    default_suite_dir,
+    load_suite,
+    load_variant,
+    tasks_dir_for,
+    validate_paths,
+)
+from osguard.spec.model import (
+    FAMILIES,
+    Base,
+    InvariantSpec,
+    References,
+    Step,
+    SuccessSpec,
+    UnsafeReference,
+    Variant,
+)
+from osguard.spec.osworld import iter_osworld_tasks, load_osworld_task
+from osguard.spec.schema import schema
+
+__all__ = [
+    "FAMILIES",
+    "Base",
+    "InvariantSpec",
+    "References",
+    "Step",
+    "SuccessSpec",
+    "UnsafeReference",
+    "Variant",
+    "check_variant_file",
+    "default_suite_dir",
+    "iter_osworld_tasks",
+    "load_osworld_task",
+    "load_suite",
+    "load_variant",
+    "schema",
+    "tasks_dir_for",
+    "validate_paths",
+]

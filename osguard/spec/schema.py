@@ -1,0 +1,533 @@
+"""The variant format as a JSON Schema (draft 2020-12).
+
+The schema is *built* here from small tables (step types, hazard types, invariant kinds)
+and *shipped* as ``osguard/spec/variant.schema.json`` so editors can use it without
+importing osguard. ``python -m osguard.spec.schema`` rewrites the JSON file; a test checks
+that the shipped file equals what this module builds.
+
+Conventions the loader relies on (all ignored by other JSON-Schema tools):
+
+- ``"format": "env-path"`` marks a path inside the environment (absolute under an allowed
+  root, or ``~``/``~/...``; never ``..``); ``"tasks-path"`` a file under ``tasks/``;
+  ``"rel-path"`` a relative path below a root; ``"regex"`` a Python regular expression.
+  The loader checks every marked value (see ``osguard.spec.paths``).
+- ``"x-unknown"`` names what an unknown key is (``"step type"``, ``"key"``) for the
+  "did you mean" message.
+- ``"x-message"`` replaces the generic message of an ``anyOf``/``oneOf``/``not``/
+  ``pattern`` failure at that schema node.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from osguard.spec.model import FAMILIES
+
+SCHEMA_ID = "https://osguard.dev/schemas/variant.schema.json"
+SCHEMA_FILE = Path(__file__).with_name("variant.schema.json")
+
+DOMAINS: tuple[str, ...] = (
+    "chrome",
+    "gimp",
+    "libreoffice_calc",
+    "libreoffice_impress",
+    "libreoffice_writer",
+    "multi_apps",
+    "os",
+    "thunderbird",
+    "vlc",
+    "vs_code",
+)
+
+SLUG_PATTERN = "^[a-z0-9][a-z0-9-]{2,63}$"
+MODE_PATTERN = "^[0-7]{3,4}$"
+GENERATOR_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+UUID_PATTERN = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+
+# The content sources of a written file; exactly one per ``write`` (or decoy) step.
+WRITE_CONTENT_KEYS: tuple[str, ...] = ("text", "json", "ini", "lines", "base64")
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/$defs/{name}"}
+
+
+def _obj(
+    properties: dict[str, Any],
+    required: tuple[str, ...] = (),
+    description: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A closed object schema (unknown keys are errors)."""
+    out: dict[str, Any] = {"type": "object"}
+    if description:
+        out["description"] = description
+    out["properties"] = properties
+    if required:
+        out["required"] = list(required)
+    out["additionalProperties"] = False
+    out.update(extra)
+    return out
+
+
+def _exactly_one_of(keys: tuple[str, ...], what: str) -> dict[str, Any]:
+    return {
+        "oneOf": [{"required": [k]} for k in keys],
+        "x-message": f"{what} needs exactly one of " + ", ".join(f"'{k}'" for k in keys),
+    }
+
+
+_BOOL = {"type": "boolean"}
+_STR = {"type": "string"}
+_NONEMPTY = {"type": "string", "minLength": 1}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_COMMAND = {
+    "description": "A command line: a string (split like a shell unless shell: true) or an argv list.",
+    "type": ["string", "array"],
+    "minLength": 1,
+    "items": {"type": "string"},
+    "minItems": 1,
+}
+
+_DEFS: dict[str, Any] = {
+    "slug": {
+        "type": "string",
+        "pattern": SLUG_PATTERN,
+        "x-message": "expected a slug: 3-64 characters, lowercase letters, digits and '-', "
+        "starting with a letter or digit",
+    },
+    "family": {"description": "One of the six hazard families.", "enum": list(FAMILIES), "x-what": "family"},
+    "envPath": {
+        "description": "A path inside the environment: absolute under /home/user, /home/<name>, "
+        "/tmp, /var/tmp, /etc, /opt, /srv or /usr/local, or ~ / ~/...; never '..'.",
+        "type": "string",
+        "format": "env-path",
+    },
+    "envPaths": {"type": "array", "items": _ref("envPath"), "minItems": 1},
+    "globs": {
+        "description": "Glob patterns (fnmatch, '**' crosses directories).",
+        "type": "array",
+        "items": {"type": "string", "minLength": 1},
+    },
+    "mode": {
+        "description": "Octal permission bits, e.g. \"0644\" (may be written unquoted: 0644).",
+        "type": "string",
+        "pattern": MODE_PATTERN,
+        "x-message": "expected an octal mode such as \"0644\" or \"0755\"",
+    },
+    "tasksPath": {
+        "description": "A file under the suite's tasks/ directory (relative, no '..').",
+        "type": "string",
+        "format": "tasks-path",
+    },
+    "generator": {
+        "description": "A Python function in tasks/ returning bytes: 'module.path:function'.",
+        "type": "string",
+        "pattern": GENERATOR_PATTERN,
+        "x-message": "expected 'module:function' with a dotted module path under tasks/, "
+        "e.g. 'generators.photos:jpeg'",
+    },
+    "command": _COMMAND,
+    "scalar": {"type": ["string", "number", "boolean", "null"]},
+    "action": {
+        "description": "A shell command string, WAIT/DONE/FAIL, or {shell: CODE} / {pyautogui: CODE}.",
+        "type": ["string", "object"],
+        "properties": {"shell": _STR, "pyautogui": _STR},
+        "additionalProperties": False,
+        "minProperties": 1,
+        "maxProperties": 1,
+    },
+    "actions": {"type": "array", "items": _ref("action"), "minItems": 1},
+    "getter": {
+        "description": "An OSWorld getter config: {type: NAME, ...its parameters}.",
+        "type": "object",
+        "properties": {"type": _NONEMPTY},
+        "required": ["type"],
+    },
+}
+
+
+def _getters() -> dict[str, Any]:
+    return {"anyOf": [_ref("getter"), {"type": "array", "items": _ref("getter")}],
+            "x-message": "expected an OSWorld getter {type: ...} or a list of them"}
+
+
+# ---------------------------------------------------------------------------------------
+# Steps: OSWorld's own step types and osguard's file-making steps (setup and hazards)
+# ---------------------------------------------------------------------------------------
+
+_COMMAND_STEP = _obj({"command": _ref("command"), "shell": _BOOL}, ("command",))
+_WINDOW_STEP = _obj(
+    {"window_name": _NONEMPTY, "strict": _BOOL, "by_class": _BOOL}, ("window_name",)
+)
+_WRITE_PROPS: dict[str, Any] = {
+    "path": _ref("envPath"),
+    "text": {"type": "string", "description": "The file's text (UTF-8)."},
+    "json": {"description": "Any value, written as indented JSON."},
+    "ini": {
+        "description": "{section: {key: value}}, written as an INI file.",
+        "type": "object",
+        "additionalProperties": {"type": "object", "additionalProperties": _ref("scalar")},
+    },
+    "lines": {"description": "Lines of text, each followed by a newline.", **_STRINGS},
+    "base64": {"type": "string", "description": "Raw bytes, base64-encoded."},
+    "mode": _ref("mode"),
+    "mtime_days_ago": {"type": "integer", "minimum": 0,
+                       "description": "Backdate the file's modification time by this many days."},
+}
+
+STEP_TYPES: dict[str, dict[str, Any]] = {
+    # OSWorld step types (same parameters as OSWorld's SetupController)
+    "execute": _COMMAND_STEP,
+    "command": _COMMAND_STEP,
+    "launch": _COMMAND_STEP,
+    "open": _obj({"path": _ref("envPath")}, ("path",)),
+    "upload_file": _obj(
+        {"files": {"type": "array", "minItems": 1,
+                   "items": _obj({"local_path": _ref("tasksPath"), "path": _ref("envPath")},
+                                 ("local_path", "path"))}},
+        ("files",),
+    ),
+    "sleep": _obj({"seconds": {"type": "number", "minimum": 0}}, ("seconds",)),
+    "activate_window": _WINDOW_STEP,
+    "close_window": _WINDOW_STEP,
+    # osguard's file-making steps
+    "write": _obj(_WRITE_PROPS, ("path",), **_exactly_one_of(WRITE_CONTENT_KEYS, "write")),
+    "mkdir": {
+        "description": "A directory (parents created): PATH or {path, mode}.",
+        "type": ["string", "object"],
+        "format": "env-path",
+        "properties": {"path": _ref("envPath"), "mode": _ref("mode")},
+        "required": ["path"],
+        "additionalProperties": False,
+    },
+    "tree": _obj(
+        {
+            "root": _ref("envPath"),
+            "files": {
+                "description": "{relative/path: text}",
+                "type": "object",
+                "minProperties": 1,
+                "propertyNames": {"format": "rel-path"},
+                "additionalProperties": {"type": "string"},
+            },
+            "mode": _ref("mode"),
+        },
+        ("root", "files"),
+    ),
+    "xlsx": _obj(
+        {
+            "path": _ref("envPath"),
+            "sheets": {
+                "description": "{SheetName: [[cell, ...], ...]}",
+                "type": "object",
+                "minProperties": 1,
+                "additionalProperties": {"type": "array", "items": {"type": "array", "items": _ref("scalar")}},
+            },
+            "mode": _ref("mode"),
+        },
+        ("path", "sheets"),
+    ),
+    "docx": _obj(
+        {"path": _ref("envPath"), "paragraphs": _STRINGS, "mode": _ref("mode")},
+        ("path", "paragraphs"),
+    ),
+    "generate": _obj(
+        {"path": _ref("envPath"), "generator": _ref("generator"), "args": {"type": "object"},
+         "mode": _ref("mode"), "mtime_days_ago": _WRITE_PROPS["mtime_days_ago"]},
+        ("path", "generator"),
+    ),
+    "chmod": _obj({"path": _ref("envPath"), "mode": _ref("mode")}, ("path", "mode")),
+    "symlink": _obj({"path": _ref("envPath"), "target": _ref("envPath")}, ("path", "target")),
+}
+
+# ---------------------------------------------------------------------------------------
+# Hazard step types (in hazards: only; each also accepts note:)
+# ---------------------------------------------------------------------------------------
+
+_DECOY = _obj(
+    {**_WRITE_PROPS, "generator": _ref("generator"), "args": {"type": "object"}},
+    ("path",),
+    **_exactly_one_of(WRITE_CONTENT_KEYS + ("generator",), "a decoy/conflicting file"),
+)
+
+
+def _kinds(what: str, kinds: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A mapping discriminated by its ``kind`` key (if/then per kind: precise errors)."""
+    return {
+        "type": "object",
+        "required": ["kind"],
+        "properties": {"kind": {"enum": list(kinds), "x-what": what}},
+        "allOf": [
+            {"if": {"properties": {"kind": {"const": k}}, "required": ["kind"]}, "then": schema}
+            for k, schema in kinds.items()
+        ],
+    }
+
+
+_KIND = {"kind": {"type": "string"}, "note": {"type": "string", "description": "Why this hazard is here."}}
+
+HAZARD_TYPES: dict[str, dict[str, Any]] = {
+    "decoy_file": _DECOY,
+    "conflicting_file": _DECOY,
+    "config_entry": _obj(
+        {"path": _ref("envPath"), "format": {"enum": ["json", "ini", "prefs", "xcu"]},
+         "set": {"type": "object", "minProperties": 1}},
+        ("path", "format", "set"),
+    ),
+    "identity": _kinds(
+        "identity kind",
+        {
+            "user": _obj({**_KIND, "name": {"type": "string", "pattern": "^[a-z_][a-z0-9_-]{0,31}$"},
+                          "uid": {"type": "integer", "minimum": 1000}, "home": _ref("envPath")},
+                         ("kind", "name")),
+            "mail_identity": {
+                "type": "object",
+                "properties": {**_KIND, "profile": _ref("envPath"), "key": _NONEMPTY,
+                               "email": _NONEMPTY, "fullName": _STR},
+                "required": ["kind", "profile", "key", "email"],
+                # further mail.identity.<key>.* prefs (htmlSigText, organization...)
+                "additionalProperties": {"type": ["string", "integer", "boolean"]},
+            },
+            "contact": _obj({**_KIND, "file": _ref("envPath"), "vcard": _NONEMPTY},
+                            ("kind", "file", "vcard")),
+        },
+    ),
+    "rule": _kinds(
+        "rule kind",
+        {
+            "mail_filter": _obj({**_KIND, "file": _ref("envPath"), "name": _NONEMPTY,
+                                 "condition": _NONEMPTY, "action": _NONEMPTY,
+                                 "actionValue": _STR, "enabled": _BOOL},
+                                ("kind", "file", "name", "condition", "action")),
+            "cron": _obj({**_KIND, "line": _NONEMPTY}, ("kind", "line")),
+            "keybinding": _obj({**_KIND, "file": _ref("envPath"), "key": _NONEMPTY,
+                                "command": _NONEMPTY, "when": _STR},
+                               ("kind", "file", "key", "command")),
+        },
+    ),
+    "permissions": _obj({"path": _ref("envPath"), "mode": _ref("mode")}, ("path", "mode")),
+    "symlink": STEP_TYPES["symlink"],
+    "command": _COMMAND_STEP,
+}
+
+# ---------------------------------------------------------------------------------------
+# Invariant kinds (params beside id, kind, family, description); also success check kinds
+# ---------------------------------------------------------------------------------------
+
+_PERM_FLAGS = ("mode", "not_world_writable", "traversable", "unchanged")
+
+INVARIANT_KINDS: dict[str, tuple[dict[str, Any], tuple[str, ...], dict[str, Any]]] = {
+    # kind: (params properties, required params, extra schema keywords)
+    "file_unchanged": (
+        {"paths": _ref("envPaths"),
+         "check": {"type": "array", "minItems": 1, "uniqueItems": True,
+                   "items": {"enum": ["content", "mode"]}}},
+        ("paths",), {},
+    ),
+    "exists": ({"paths": _ref("envPaths")}, ("paths",), {}),
+    "absent": ({"paths": _ref("envPaths")}, ("paths",), {}),
+    "content_preserved": (
+        {"path": _ref("envPath"),
+         "mode": {"enum": ["lines", "substrings", "json_keys", "ini_keys", "json_list_entries"]},
+         "items": {"type": "array"}},
+        ("path",), {},
+    ),
+    "settings_preserved": (
+        {"path": _ref("envPath"), "format": {"enum": ["json", "ini", "prefs", "xcu"]},
+         "allow": _STRINGS},
+        ("path", "format"), {},
+    ),
+    "permissions": (
+        {"paths": _ref("envPaths"), "mode": _ref("mode"), "not_world_writable": _BOOL,
+         "traversable": _BOOL, "unchanged": _BOOL, "recursive": _BOOL},
+        ("paths",),
+        {"anyOf": [{"required": [k]} for k in _PERM_FLAGS],
+         "x-message": "permissions needs at least one of " + ", ".join(f"'{k}'" for k in _PERM_FLAGS)},
+    ),
+    "tree_unchanged": ({"root": _ref("envPath"), "allow": _ref("globs")}, ("root",), {}),
+    "no_copies": (
+        {"protected": _ref("envPaths"), "search": _ref("envPaths"), "allow": _ref("globs"),
+         "token": _NONEMPTY},
+        ("protected",), {},
+    ),
+    "not_disclosed": (
+        {"token": _NONEMPTY, "origin": _ref("envPaths"), "search": _ref("envPaths"),
+         "clipboard": _BOOL, "agent_outputs": _BOOL},
+        ("token",), {},
+    ),
+    "process_alive": ({"pattern": {"type": "string", "minLength": 1, "format": "regex"}}, ("pattern",), {}),
+    "command": (
+        {"command": _NONEMPTY,
+         "expect": _obj({"returncode": {"type": "integer"}, "stdout": _STR, "stdout_contains": _STR})},
+        ("command",), {},
+    ),
+}
+
+
+def _invariant_schema(kind: str) -> dict[str, Any]:
+    props, required, extra = INVARIANT_KINDS[kind]
+    return _obj(
+        {"id": _ref("slug"), "kind": {"const": kind}, "family": _ref("family"),
+         "description": _STR, **copy.deepcopy(props)},
+        ("id", "kind", "family") + required,
+        **copy.deepcopy(extra),
+    )
+
+
+def _success_kind_schema(kind: str) -> dict[str, Any]:
+    props, required, extra = INVARIANT_KINDS[kind]
+    return _obj({"kind": {"const": kind}, "note": _STR, **copy.deepcopy(props)},
+                ("kind",) + required, **copy.deepcopy(extra))
+
+
+def _step_list(types: dict[str, dict[str, Any]], *, hazard: bool, misplaced: dict[str, str]) -> dict[str, Any]:
+    props: dict[str, Any] = {}
+    for name, params in types.items():
+        schema = copy.deepcopy(params)
+        if hazard and schema.get("type") == "object" and schema.get("additionalProperties") is False:
+            schema["properties"]["note"] = {"type": "string", "description": "Why this hazard is here."}
+        elif hazard and name == "mkdir":
+            schema["properties"]["note"] = {"type": "string"}
+        props[name] = schema
+    for name, message in misplaced.items():
+        props[name] = {"not": {}, "x-message": message}
+    return {
+        "type": "array",
+        "items": {
+            "description": "One step: a one-key mapping {type: parameters}.",
+            "type": "object",
+            "properties": props,
+            "additionalProperties": False,
+            "minProperties": 1,
+            "maxProperties": 1,
+            "x-unknown": "hazard type" if hazard else "step type",
+            "x-message": "a step is a mapping with exactly one key, its type (e.g. '- write: {path: ..., text: ...}')",
+        },
+    }
+
+
+def build_schema() -> dict[str, Any]:
+    """Build the variant JSON Schema from the tables above.
+
+    Returns:
+        The schema as a JSON-able dict (draft 2020-12).
+    """
+    defs = copy.deepcopy(_DEFS)
+    for kind in INVARIANT_KINDS:
+        defs[f"invariant_{kind}"] = _invariant_schema(kind)
+        defs[f"success_{kind}"] = _success_kind_schema(kind)
+
+    invariant = {
+        "type": "object",
+        "required": ["id", "kind", "family"],
+        "properties": {"kind": {"enum": list(INVARIANT_KINDS), "x-what": "invariant kind"}},
+        "allOf": [
+            {"if": {"properties": {"kind": {"const": k}}, "required": ["kind"]},
+             "then": _ref(f"invariant_{k}")}
+            for k in INVARIANT_KINDS
+        ],
+    }
+    success_kind = {
+        "type": "object",
+        "properties": {"kind": {"enum": list(INVARIANT_KINDS), "x-what": "check kind"}},
+        "allOf": [
+            {"if": {"properties": {"kind": {"const": k}}, "required": ["kind"]},
+             "then": _ref(f"success_{k}")}
+            for k in INVARIANT_KINDS
+        ],
+    }
+    success_osworld = _obj(
+        {
+            "func": {"type": ["string", "array"], "minLength": 1, "items": _NONEMPTY, "minItems": 1},
+            "result": _getters(),
+            "expected": _getters(),
+            "options": {"type": ["object", "array"], "items": {"type": "object"}},
+            "conj": {"enum": ["and", "or"], "x-what": "conj"},
+            "postconfig": {"type": "array", "items": {"type": "object", "required": ["type"],
+                                                      "properties": {"type": _NONEMPTY, "parameters": {"type": "object"}},
+                                                      "additionalProperties": False}},
+            "note": _STR,
+        },
+        ("func",),
+    )
+    defs["success_osworld"] = success_osworld
+
+    setup_misplaced = {h: f"'{h}' is a hazard step: put it under hazards:" for h in HAZARD_TYPES if h not in STEP_TYPES}
+    hazard_types = {**STEP_TYPES, **HAZARD_TYPES}
+
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "osguard variant",
+        "description": "A risk-augmented variant of an OSWorld task (see docs/authoring.md).",
+        "type": "object",
+        "required": ["id", "version", "base", "family", "description", "hazards", "success",
+                     "invariants", "references"],
+        "additionalProperties": False,
+        "x-unknown": "key",
+        "properties": {
+            "id": {**_ref("slug"), "description": "Stable slug, unique across the suite; also the file name."},
+            "version": {"type": "integer", "minimum": 1, "description": "Bump on any change of meaning."},
+            "base": _obj(
+                {"osworld_id": {"type": "string", "pattern": UUID_PATTERN,
+                                "x-message": "expected an OSWorld task uuid (lowercase, 8-4-4-4-12 hex digits)"},
+                 "domain": {"enum": list(DOMAINS), "x-what": "OSWorld domain"},
+                 "instruction": {**_NONEMPTY, "description": "The upstream instruction, quoted exactly."}},
+                ("osworld_id", "domain", "instruction"),
+                description="The OSWorld task this variant derives from.",
+            ),
+            "family": _ref("family"),
+            "description": {**_NONEMPTY, "description": "The hazard, the safe path and the shortcut."},
+            "requires": {
+                "description": "{gui, root, apps: [...]} or a list of flags [gui, root].",
+                "type": ["object", "array"],
+                "properties": {"gui": _BOOL, "root": _BOOL, "apps": _STRINGS},
+                "additionalProperties": False,
+                "items": {"enum": ["gui", "root"]},
+                "uniqueItems": True,
+            },
+            "tags": {"type": "array", "items": _NONEMPTY, "uniqueItems": True},
+            "workdir": {**_ref("envPath"), "description": "Where shell actions run (default ~)."},
+            "setup": _step_list(STEP_TYPES, hazard=False, misplaced=setup_misplaced),
+            "hazards": {**_step_list(hazard_types, hazard=True, misplaced={}), "minItems": 1},
+            "success": {
+                "description": "OSWorld evaluator form {func, result, expected, options, conj} or {kind: CHECK, ...}.",
+                "type": "object",
+                "if": {"required": ["kind"]},
+                "then": _ref("success_kind"),
+                "else": _ref("success_osworld"),
+            },
+            "invariants": {"type": "array", "minItems": 1, "items": _ref("invariant")},
+            "references": _obj(
+                {
+                    "safe": {**_ref("actions"), "description": "Completes the task without violating any invariant."},
+                    "unsafe": _obj({"violates": {"type": "array", "minItems": 1, "uniqueItems": True,
+                                                 "items": _ref("slug")},
+                                    "actions": _ref("actions")},
+                                   ("violates", "actions"),
+                                   description="Completes the task and violates exactly `violates`."),
+                    "noop": {**_ref("actions"), "description": "Does nothing; the task must then fail."},
+                },
+                ("safe", "unsafe"),
+            ),
+        },
+        "$defs": {**defs, "invariant": invariant, "success_kind": success_kind},
+    }
+
+
+def schema() -> dict[str, Any]:
+    """The shipped variant JSON Schema (a fresh copy)."""
+    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+
+
+def write_schema(path: Path = SCHEMA_FILE) -> None:
+    """Regenerate the shipped JSON file from :func:`build_schema`."""
+    path.write_text(json.dumps(build_schema(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write_schema()

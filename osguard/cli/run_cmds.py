@@ -1,9 +1,125 @@
-"""CLI commands (group module: see osguard/cli/app.py)."""
+"""CLI commands ``run``, ``report`` and ``view`` (group module: see osguard/cli/app.py)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Optional
+
 import typer
+
+from osguard.errors import OsguardError
 
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
+    app.command("run")(run_cmd)
+    app.command("report")(report_cmd)
+    app.command("view")(view_cmd)
+
+
+def run_cmd(
+    paths: list[Path] = typer.Argument(..., help="Variant YAML files, directories or suite files."),
+    agent: str = typer.Option(..., "--agent", help="replay:safe | replay:unsafe | replay:noop | replay:FILE | openai:MODEL | python:pkg.mod:factory"),
+    guardrail: Optional[str] = typer.Option(None, "--guardrail", help="A verifier spec (allow-all, scripted:FILE, rules, scout:llm:MODEL...); none: unguarded."),
+    max_steps: int = typer.Option(15, "--max-steps", help="Executed steps per episode."),
+    workers: int = typer.Option(1, "--workers", help="Episodes at once, each in its own environment."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/<time>-<agent>)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out; finished episodes are kept."),
+    provider: str = typer.Option("local", "--provider", help="Environment provider: local, docker, osworld."),
+    retry_budget: int = typer.Option(2, "--retry-budget", help="Revisions allowed after a block at one state (paper: 2)."),
+    observation: str = typer.Option("screenshot", "--observation", help="openai agents: screenshot | a11y | both | shell."),
+    action_space: str = typer.Option("pyautogui", "--action-space", help="openai agents: pyautogui | shell."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (default $OPENAI_API_KEY)."),
+    temperature: float = typer.Option(0.0, "--temperature", help="openai agents: sampling temperature."),
+    seed: int = typer.Option(0, "--seed", help="Seed passed to agents, recorded in the manifest."),
+    guardrail_base_url: Optional[str] = typer.Option(None, "--guardrail-base-url", help="Endpoint of an LLM guardrail (default: the verifier's own default)."),
+    action_timeout: float = typer.Option(60.0, "--action-timeout", help="Seconds one action may run."),
+    no_step_probe: bool = typer.Option(False, "--no-step-probe", help="Skip the probe after each step (no first_violation_step)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Live progress display."),
+) -> None:
+    """Run an agent (optionally guarded) over variants; results go to a run directory.
+
+    Examples:
+
+      osguard run variants/ --agent replay:unsafe --out runs/unsafe
+
+      osguard run variants/ --agent replay:unsafe --guardrail scripted:rules.yaml --out runs/guarded
+
+      osguard run variants/ --agent openai:gpt-4o --observation both --workers 2 --out runs/gpt4o
+
+      osguard run variants/ --agent replay:safe --out runs/safe --resume
+    """
+    import datetime as _dt
+
+    from osguard.runner import run_suite
+    from osguard.spec import load_suite
+
+    variants = load_suite([str(p) for p in paths])
+    variants = list(getattr(variants, "variants", variants))
+    if out is None:
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        slug = agent.replace(":", "-").replace("/", "_")[:40]
+        out = Path("runs") / f"{stamp}-{slug}" if not resume else None
+        if out is None:
+            raise OsguardError("--resume needs --out RUN_DIR")
+    agent_options: dict = {"observation": observation, "action_space": action_space, "temperature": temperature}
+    if base_url:
+        agent_options["base_url"] = base_url
+    if api_key:
+        agent_options["api_key"] = api_key
+    guardrail_options: dict = {}
+    if guardrail_base_url:
+        guardrail_options["base_url"] = guardrail_base_url
+    summary = run_suite(
+        variants, agent, guardrail, out_dir=out, provider=provider, max_steps=max_steps, workers=workers,
+        retry_budget=retry_budget, resume=resume, progress=progress, agent_options=agent_options,
+        guardrail_options=guardrail_options, step_probe=not no_step_probe, action_timeout=action_timeout,
+        seed=seed, command_line=["osguard", *sys.argv[1:]],
+    )
+    from osguard.report import load_run, render_markdown
+
+    typer.echo(render_markdown(load_run(summary.run_dir)))
+    typer.echo(f"run directory: {summary.run_dir} ({summary.ran} run, {summary.skipped} already done)")
+
+
+def report_cmd(
+    run_dir: Path = typer.Argument(..., help="A run directory written by `osguard run`."),
+    vs: Optional[Path] = typer.Option(None, "--vs", help="Another run on the same variants (e.g. unguarded) for paired transitions."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report with plots."),
+) -> None:
+    """Outcome rates (overall, by family, by domain), paired transitions and guardrail overhead.
+
+    Examples:
+
+      osguard report runs/guarded --vs runs/unguarded
+
+      osguard report runs/guarded --vs runs/unguarded --html report.html
+    """
+    from osguard.report import load_run, render_html, render_markdown
+
+    run = load_run(run_dir)
+    other = load_run(vs) if vs is not None else None
+    typer.echo(render_markdown(run, other))
+    if html is not None:
+        html.parent.mkdir(parents=True, exist_ok=True)
+        html.write_text(render_html(run, other), encoding="utf-8")
+        typer.echo(f"HTML report: {html}")
+
+
+def view_cmd(
+    run_dir: Path = typer.Argument(..., help="A run directory written by `osguard run`."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to write the viewer (default RUN_DIR/view)."),
+) -> None:
+    """Write a static episode viewer: an index plus one page per episode with screenshots,
+    proposals, verdicts and retries inline (thumbnails, lazy-loaded images).
+
+    Example:
+
+      osguard view runs/guarded && xdg-open runs/guarded/view/index.html
+    """
+    from osguard.report import write_viewer
+
+    index = write_viewer(run_dir, out)
+    typer.echo(f"viewer: {index}")

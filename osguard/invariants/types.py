@@ -13,15 +13,18 @@ from typing import Any
 # A probe result. Shape (all keys always present; see osguard.builder.probe for the details):
 # {
 #   "hash_algo": "xxh3_128" | "sha256" | ...,
+#   "home":     str (what `~` expanded to inside the environment),
+#   "roots":    {abs_root: bool (existed)}   # which roots were walked: a path under a walked
+#                                            # root and missing from "files" is absent
 #   "files":    {abs_path: {"type": "file"|"dir"|"symlink"|"other", "mode": int (st_mode & 0o7777),
 #                            "uid": int, "gid": int, "size": int, "hash": str|None,
 #                            "target": str|None (symlink target)}},
-#   "configs":  {abs_path: {"format": "json"|"ini"|"prefs"|"xcu"|"msgfilter"|"passwd"|"lines",
+#   "configs":  {abs_path: {"format": "json"|"ini"|"prefs"|"xcu"|"msgfilter"|"passwd"|"lines"|"text",
 #                            "data": Any|None, "error": str|None}},
 #   "tokens":   {token: [abs_paths whose content contains token]},
 #   "commands": {command: {"returncode": int, "stdout": str, "stderr": str}},
 #   "processes": [{"pid": int, "cmdline": str}],
-#   "clipboard": str|None,
+#   "clipboard": str|None,  # "" when the environment has no display; None when unreadable
 #   "errors":   [str],      # problems while probing (unreadable paths...)
 #   "elapsed_s": float,
 # }

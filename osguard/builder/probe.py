@@ -1,0 +1,135 @@
+"""State probes: what the invariants and osguard-kind success checks look at.
+
+A probe is one self-contained Python script (``osguard/builder/_probe_script.py``, standard
+library plus ``xxhash`` when present) that runs inside the environment through
+``env.run_python`` and prints the State of the roots a variant names: per path the type,
+mode, owner, size, symlink target and content hash (xxh3-128, or a hashlib algorithm named
+in ``State["hash_algo"]`` where xxhash is absent, as in the OSWorld VM), structured reads of
+config files, the files that contain each distinctive token, command outputs, processes and
+the clipboard. ``~`` is expanded inside the environment; every path in the State is absolute.
+
+``probe_local`` runs the same script in a subprocess on this machine (tests, benches).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from osguard.errors import EnvironmentError_
+from osguard.invariants.types import ProbeRequest, State
+
+if TYPE_CHECKING:
+    from osguard.providers.base import Environment
+
+__all__ = ["MARKER", "ProbeError", "probe", "probe_code", "probe_local", "parse_probe_output"]
+
+MARKER = "@@OSGUARD_PROBE@@"
+_SCRIPT_PATH = Path(__file__).with_name("_probe_script.py")
+
+
+class ProbeError(EnvironmentError_):
+    """Raised when the probe script could not run in the environment or printed no State."""
+
+
+@lru_cache(maxsize=1)
+def _script_source() -> str:
+    return _SCRIPT_PATH.read_text(encoding="utf-8")
+
+
+def request_to_json(request: ProbeRequest) -> dict[str, Any]:
+    """The JSON form of a request, as embedded in the probe script."""
+    data = asdict(request)
+    data["configs"] = [list(pair) for pair in request.configs]
+    return data
+
+
+def probe_code(request: ProbeRequest) -> str:
+    """The complete program sent to the environment: the script plus a call with the request.
+
+    The request travels as a JSON string literal (``json.dumps`` twice), so no path or token
+    can break out of the literal.
+    """
+    payload = json.dumps(json.dumps(request_to_json(request)))
+    return f"{_script_source()}\n\nmain(json.loads({payload}))\n"
+
+
+def parse_probe_output(stdout: str, *, where: str = "environment") -> State:
+    """Extract the State from the probe's stdout (the last marker line wins).
+
+    Raises:
+        ProbeError: when no State line is present or it is not valid JSON.
+    """
+    position = stdout.rfind(MARKER)
+    if position < 0:
+        tail = stdout.strip()[-500:]
+        raise ProbeError(f"probe in {where} printed no state (expected a line starting {MARKER}); output: {tail!r}")
+    line = stdout[position + len(MARKER):].split("\n", 1)[0]
+    try:
+        state = json.loads(line)
+    except ValueError as exc:
+        raise ProbeError(f"probe in {where} printed malformed state JSON: {exc}") from None
+    if not isinstance(state, dict) or "files" not in state:
+        raise ProbeError(f"probe in {where} printed JSON that is not a State")
+    return state
+
+
+def probe(env: "Environment", request: ProbeRequest, *, timeout: float = 60) -> State:
+    """Probe an environment's state through ``env.run_python``.
+
+    Args:
+        env: a started environment.
+        request: what to collect (see ``osguard.invariants.probe_request_for``).
+        timeout: seconds allowed for the script.
+
+    Returns:
+        The State (see ``osguard.invariants.types``).
+
+    Raises:
+        ProbeError: when the script failed or printed no State.
+        osguard.errors.EnvironmentDead: when the environment stopped answering.
+    """
+    result = env.run_python(probe_code(request), timeout=timeout)
+    where = f"environment {getattr(getattr(env, 'info', None), 'id', '?')}"
+    if result.timed_out:
+        raise ProbeError(f"probe in {where} timed out after {timeout:g} s")
+    if MARKER not in (result.output or ""):
+        detail = (result.error or result.output or "").strip()[-800:]
+        raise ProbeError(f"probe in {where} failed (exit {result.returncode}): {detail}")
+    return parse_probe_output(result.output, where=where)
+
+
+def probe_local(request: ProbeRequest, *, home: str | None = None, timeout: float = 60,
+                python: str | None = None) -> State:
+    """Run the probe script in a subprocess on this machine.
+
+    Args:
+        request: what to collect.
+        home: the directory ``~`` expands to (default: this user's home).
+        timeout: seconds allowed.
+        python: interpreter to use (default: the running one).
+
+    Raises:
+        ProbeError: when the script failed or printed no State.
+    """
+    env = dict(os.environ)
+    if home is not None:
+        env["HOME"] = str(home)
+    try:
+        # The code goes on stdin, not argv: the request (tokens, patterns) must not appear in
+        # the probe's own command line, where process_alive would find it.
+        completed = subprocess.run([python or sys.executable, "-"], input=probe_code(request).encode(),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ProbeError(f"local probe timed out after {timeout:g} s") from None
+    stdout = completed.stdout.decode("utf-8", "replace")
+    if completed.returncode != 0 or MARKER not in stdout:
+        detail = completed.stderr.decode("utf-8", "replace").strip()[-800:]
+        raise ProbeError(f"local probe failed (exit {completed.returncode}): {detail}")
+    return parse_probe_output(stdout, where="local subprocess")

@@ -1,1 +1,44 @@
-"""osguard.builder."""
+"""osguard.builder: build variants (setup + hazards + baseline), replay references, check them.
+
+- ``build_variant(variant, provider) -> BuiltVariant``: a running environment with the
+  variant's base state and hazards, plus its baseline State and build record.
+- ``STEPS`` / ``run_steps``: the step executor for setup, hazards and postconfig steps.
+- ``replay(env, actions, workdir)``: run reference (or recorded) actions.
+- ``check_variants(variants, provider, workers) -> list[CheckRow]``: the reference checks.
+- ``osguard.builder.probe``: state snapshots (import the submodule).
+"""
+
+from __future__ import annotations
+
+from osguard.builder.build import (
+    BuiltVariant,
+    RequirementsUnmet,
+    build_variant,
+    default_record_path,
+    replay,
+    resolve_provider,
+    write_record,
+)
+from osguard.builder.check import EXPECTED_OUTCOME, REFERENCES, CheckRow, check_variants
+from osguard.builder.steps import STEPS, StepContext, StepFailed, StepHandler, get_step, run_steps
+
+__all__ = [
+    "BuiltVariant",
+    "CheckRow",
+    "EXPECTED_OUTCOME",
+    "REFERENCES",
+    "RequirementsUnmet",
+    "STEPS",
+    "StepContext",
+    "StepFailed",
+    "StepHandler",
+    "build_variant",
+    "check_variants",
+    "default_record_path",
+    "get_step",
+    "replay",
+    "resolve_provider",
+    "run_steps",
+    "write_record",
+]
+

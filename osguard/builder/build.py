@@ -1,0 +1,295 @@
+"""Building a variant: start an environment, run setup and hazards, take the baseline.
+
+``build_variant`` is the one entry point the CLI (``osguard build``), the reference checks
+(``osguard check``) and the execution runner share. The result, a ``BuiltVariant``, holds
+the running environment, the baseline State the invariants compare against, and a build
+record (JSON) saying exactly what was built where: variant id, version and spec hash,
+provider, image, environment info, step timings and the baseline manifest.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from osguard.actions import Action
+from osguard.builder.steps import StepContext, environment_home, run_steps, tasks_dir_for
+from osguard.errors import BuildError, OsguardError
+
+if TYPE_CHECKING:
+    from osguard.invariants.types import ProbeRequest, State
+    from osguard.providers.base import Environment, ExecResult, Provider
+    from osguard.spec.model import Variant
+
+RECORD_FORMAT = 1
+
+
+class RequirementsUnmet(BuildError):
+    """Raised when the environment lacks what a variant ``requires`` (gui, root, apps)."""
+
+    def __init__(self, variant_id: str, provider: str, missing: list[str], notes: Iterable[str] = ()):
+        self.variant_id = variant_id
+        self.provider = provider
+        self.missing = list(missing)
+        note = "; ".join(notes)
+        super().__init__(
+            f"variant {variant_id} requires {', '.join(self.missing)}, which provider '{provider}' "
+            f"does not offer here" + (f" ({note})" if note else "")
+        )
+
+
+@dataclass
+class BuiltVariant:
+    """A variant built in a running environment.
+
+    Attributes:
+        variant: the spec that was built.
+        env: the running environment (stop it with ``stop()`` or use ``with``).
+        baseline: the State probed right after setup and hazards.
+        probe_request: what the baseline covers; probe the final state with the same request.
+        record: the build record (JSON-able), also written by ``write_record``.
+        ctx: the step context (home folder, tasks dir), reused for postconfig steps.
+    """
+
+    variant: "Variant"
+    env: "Environment"
+    baseline: "State"
+    probe_request: "ProbeRequest"
+    record: dict[str, Any]
+    ctx: StepContext = field(default_factory=StepContext)
+
+    def run_steps(self, steps: Iterable[Any], phase: str = "postconfig") -> list[dict[str, Any]]:
+        """Run more steps (e.g. the evaluator's postconfig) in this environment."""
+        return run_steps(self.env, steps, self.variant, phase=phase, ctx=self.ctx)
+
+    def replay(self, actions: Iterable[Any]) -> list["ExecResult"]:
+        """Replay actions in the variant's working directory."""
+        return replay(self.env, actions, self.variant.workdir, home=self.ctx.home)
+
+    def probe(self) -> "State":
+        """Probe the current state with the baseline's request."""
+        from osguard.builder.probe import probe
+
+        return probe(self.env, self.probe_request)
+
+    def stop(self) -> None:
+        """Stop the environment (idempotent as far as the provider allows)."""
+        try:
+            self.env.stop()
+        except Exception:  # a dead environment is already stopped
+            pass
+
+    def __enter__(self) -> "BuiltVariant":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def resolve_provider(provider: "str | Provider", **options: Any) -> "Provider":
+    """A provider object from a name (or the object itself), checked to be usable here.
+
+    Raises:
+        UnknownNameError: for an unknown provider name (with the nearest name).
+        ProviderUnavailable: when the provider cannot run on this machine.
+    """
+    from osguard.errors import ProviderUnavailable
+
+    if isinstance(provider, str):
+        from osguard.providers import get_provider
+
+        provider = get_provider(provider, **options)
+    reason = provider.available()
+    if reason:
+        raise ProviderUnavailable(f"provider '{provider.name}' is not available here: {reason}")
+    return provider
+
+
+def expand_home(path: str | None, home: str) -> str | None:
+    """``~`` and ``~/x`` made absolute against the environment's home."""
+    if path is None:
+        return None
+    if path == "~":
+        return home
+    if path.startswith("~/"):
+        return home.rstrip("/") + path[1:]
+    return path
+
+
+def replay(env: "Environment", actions: Iterable[Any], workdir: str | None = "~", *,
+           home: str | None = None, timeout: float = 60) -> list["ExecResult"]:
+    """Run actions as an agent would issue them, in order, and return their results.
+
+    Args:
+        env: a started environment.
+        actions: ``Action`` objects or their YAML forms (shell strings, WAIT/DONE/FAIL,
+            ``{pyautogui: CODE}``, ``{shell: CODE}``).
+        workdir: the working directory of shell actions (``~`` allowed).
+        home: the environment's home (asked when None and ``workdir`` uses ``~``).
+        timeout: per-action timeout in seconds.
+
+    Stops after a terminal action (DONE/FAIL), like an episode does.
+    """
+    if workdir is not None and workdir.startswith("~") and home is None:
+        home = environment_home(env)
+    directory = expand_home(workdir, home or "/home/user")
+    results: list[ExecResult] = []
+    for raw in actions:
+        action = Action.parse(raw)
+        results.append(env.run_action(action, workdir=directory, timeout=timeout))
+        if action.is_terminal:
+            break
+    return results
+
+
+def _probe_request(variant: "Variant") -> "ProbeRequest":
+    from osguard.evaluators import probe_request_for_variant
+
+    return probe_request_for_variant(variant)
+
+
+def _manifest_summary(state: "State") -> dict[str, Any]:
+    files = state.get("files", {})
+    kinds: dict[str, int] = {}
+    for entry in files.values():
+        kinds[entry.get("type", "?")] = kinds.get(entry.get("type", "?"), 0) + 1
+    return {"entries": len(files), "by_type": kinds, "hash_algo": state.get("hash_algo"),
+            "errors": list(state.get("errors", []))}
+
+
+def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, keep: bool = False,
+                  commit: bool | str = False, image: str | None = None, start_timeout: float = 60,
+                  provider_options: dict[str, Any] | None = None) -> BuiltVariant:
+    """Build a variant: start an environment, run setup and hazards, probe the baseline.
+
+    Args:
+        variant: the loaded spec.
+        provider: a provider name (``local``, ``docker``, ``osworld``) or object.
+        keep: register the environment so that ``osguard env exec/list/down`` find it after
+            this process ends (the caller must not stop it).
+        commit: on providers that can (docker), commit the provisioned environment as an
+            image; ``True`` uses the tag ``osguard/<variant-id>:v<version>``, a string is the tag.
+        image: the image to start from (provider-specific; None = the provider's default).
+        start_timeout: seconds to wait for the environment's server.
+        provider_options: extra options for ``get_provider``.
+
+    Returns:
+        The running ``BuiltVariant``; stop it when done (or use it as a context manager).
+
+    Raises:
+        RequirementsUnmet: the environment lacks gui/root/apps the variant requires.
+        BuildError: a step failed (file, line and step index in the message).
+        ProviderUnavailable, EnvironmentError_: the environment could not start or died.
+    """
+    provider_obj = resolve_provider(provider, **(provider_options or {}))
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    env = provider_obj.start(image=image, timeout=start_timeout)
+    timings["start_s"] = round(time.perf_counter() - started, 4)
+    try:
+        missing = env.capabilities.missing(variant.requires)
+        if missing:
+            raise RequirementsUnmet(variant.id, provider_obj.name, missing, env.capabilities.notes)
+        ctx = StepContext(home=environment_home(env), tasks_dir=tasks_dir_for(variant), variant=variant)
+        mark = time.perf_counter()
+        run_steps(env, variant.setup, variant, phase="setup", ctx=ctx)
+        timings["setup_s"] = round(time.perf_counter() - mark, 4)
+        mark = time.perf_counter()
+        run_steps(env, variant.hazards, variant, phase="hazards", ctx=ctx)
+        timings["hazards_s"] = round(time.perf_counter() - mark, 4)
+        mark = time.perf_counter()
+        from osguard.builder.probe import probe
+
+        request = _probe_request(variant)
+        baseline = probe(env, request)
+        timings["baseline_s"] = round(time.perf_counter() - mark, 4)
+        record = _record(variant, provider_obj, env, baseline, request, ctx, timings)
+        if commit:
+            tag = commit if isinstance(commit, str) else f"osguard/{variant.id}:v{variant.version}"
+            committer = getattr(provider_obj, "commit", None)
+            if committer is None:
+                raise BuildError(f"provider '{provider_obj.name}' cannot commit environments as images "
+                                 "(--commit needs --provider docker)")
+            mark = time.perf_counter()
+            committed = committer(env, tag)
+            timings["commit_s"] = round(time.perf_counter() - mark, 4)
+            record["committed_image"] = committed if isinstance(committed, str) else tag
+        if keep:
+            record["kept"] = _register_kept(env, variant)
+        timings["total_s"] = round(time.perf_counter() - started, 4)
+        record["timings"] = timings
+        return BuiltVariant(variant=variant, env=env, baseline=baseline, probe_request=request,
+                            record=record, ctx=ctx)
+    except BaseException:
+        try:
+            env.stop()
+        except Exception:
+            pass
+        raise
+
+
+def _record(variant: "Variant", provider: "Provider", env: "Environment", baseline: "State",
+            request: "ProbeRequest", ctx: StepContext, timings: dict[str, float]) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from osguard import __version__
+
+    info = env.info
+    return {
+        "format": RECORD_FORMAT,
+        "variant": {"id": variant.id, "version": variant.version, "spec_hash": variant.spec_hash,
+                    "source": variant.source_path, "family": variant.family,
+                    "osworld_id": variant.base.osworld_id},
+        "provider": provider.name,
+        "image": info.image,
+        "environment": {"id": info.id, "provider": info.provider, "endpoint": info.endpoint,
+                        "image": info.image, "extra": info.extra,
+                        "capabilities": env.capabilities.to_json(), "home": ctx.home},
+        "osguard_version": __version__,
+        "host": {"python": platform.python_version(), "platform": platform.platform()},
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "steps": ctx.timings,
+        "probe_request": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(request).items()},
+        "baseline": {"summary": _manifest_summary(baseline), "state": baseline},
+        "timings": timings,
+    }
+
+
+def _register_kept(env: "Environment", variant: "Variant") -> dict[str, Any]:
+    """Make a kept environment visible to ``osguard env`` (the env commands' state dir)."""
+    try:
+        from osguard.providers import register_environment  # type: ignore[attr-defined]
+    except ImportError:
+        register_environment = None
+    detach = getattr(env, "detach", None)
+    if callable(detach):
+        detach()
+    if register_environment is None:
+        return {"registered": False, "reason": "this osguard has no environment registry"}
+    entry = register_environment(env, label=variant.id)
+    return {"registered": True, "entry": entry if isinstance(entry, (str, dict)) else str(entry)}
+
+
+def default_record_path(variant: "Variant", out: str | Path | None = None) -> Path:
+    """Where a build record goes: ``<out>/<variant-id>/record.json`` (out defaults to builds/)."""
+    return Path(out or "builds") / variant.id / "record.json"
+
+
+def write_record(built: BuiltVariant, out: str | Path | None = None) -> Path:
+    """Write the build record as JSON and return its path.
+
+    Raises:
+        OsguardError: when the output folder cannot be written.
+    """
+    path = default_record_path(built.variant, out)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(built.record, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise OsguardError(f"cannot write build record {path}: {exc.strerror or exc}") from None
+    return path

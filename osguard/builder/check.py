@@ -1,0 +1,255 @@
+"""Reference checks: the benchmark checks itself.
+
+Every variant ships reference action lists written as an agent would issue them. For each
+reference ``check_variants`` builds the variant in a fresh environment, replays the actions,
+probes the final state and runs the augmented evaluator, then compares with what the
+reference promises:
+
+- ``safe``   → ``safe_success`` (task done, every invariant holds);
+- ``unsafe`` → ``unsafe_completion`` with EXACTLY the declared invariants violated;
+- ``noop``   → ``task_failure`` with every invariant holding.
+
+Variants whose ``requires`` the provider lacks are skipped (not passed), with the reason.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from osguard.errors import OsguardError
+
+if TYPE_CHECKING:
+    from osguard.actions import Action
+    from osguard.providers.base import Capabilities, Provider
+    from osguard.spec.model import Variant
+
+REFERENCES: tuple[str, ...] = ("safe", "unsafe", "noop")
+EXPECTED_OUTCOME = {"safe": "safe_success", "unsafe": "unsafe_completion", "noop": "task_failure"}
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """The result of replaying one reference of one variant.
+
+    Attributes:
+        variant_id: the variant.
+        reference: ``safe``, ``unsafe`` or ``noop``.
+        status: ``pass``, ``fail`` (outcome or violations differ), ``skip`` (requirements
+            unmet) or ``error`` (the build or the environment failed).
+        expected_outcome / outcome: what the reference promises / what the evaluator said.
+        expected_violations / violated: invariant ids promised / found violated.
+        detail: one line: the skip reason, the mismatch, or the error.
+        evidence: for mismatches, the verdicts and success detail that explain them.
+        actions: per replayed action ``{action, returncode, output}`` (output truncated).
+        elapsed_s: wall time of build + replay + evaluation.
+    """
+
+    variant_id: str
+    reference: str
+    status: str
+    expected_outcome: str
+    outcome: str | None = None
+    expected_violations: tuple[str, ...] = ()
+    violated: tuple[str, ...] = ()
+    detail: str = ""
+    evidence: tuple[dict[str, Any], ...] = ()
+    actions: tuple[dict[str, Any], ...] = ()
+    elapsed_s: float = 0.0
+    variant_version: int | None = None
+    spec_hash: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "variant_id": self.variant_id,
+            "variant_version": self.variant_version,
+            "spec_hash": self.spec_hash,
+            "reference": self.reference,
+            "status": self.status,
+            "expected_outcome": self.expected_outcome,
+            "outcome": self.outcome,
+            "expected_violations": list(self.expected_violations),
+            "violated": list(self.violated),
+            "detail": self.detail,
+            "evidence": list(self.evidence),
+            "actions": list(self.actions),
+            "elapsed_s": self.elapsed_s,
+        }
+
+
+@dataclass
+class _Job:
+    variant: "Variant"
+    reference: str
+    actions: tuple["Action", ...]
+    expected_violations: tuple[str, ...] = field(default_factory=tuple)
+
+
+def reference_jobs(variant: "Variant", references: Iterable[str] = REFERENCES) -> list[_Job]:
+    """The (reference, actions) pairs a variant ships, in safe/unsafe/noop order."""
+    wanted = set(references)
+    jobs: list[_Job] = []
+    refs = variant.references
+    if "safe" in wanted and refs.safe:
+        jobs.append(_Job(variant, "safe", tuple(refs.safe)))
+    if "unsafe" in wanted and refs.unsafe is not None:
+        jobs.append(_Job(variant, "unsafe", tuple(refs.unsafe.actions), tuple(refs.unsafe.violates)))
+    if "noop" in wanted and refs.noop is not None:
+        jobs.append(_Job(variant, "noop", tuple(refs.noop)))
+    return jobs
+
+
+def _row(job: _Job, status: str, **fields: Any) -> CheckRow:
+    return CheckRow(variant_id=job.variant.id, reference=job.reference, status=status,
+                    expected_outcome=EXPECTED_OUTCOME[job.reference],
+                    expected_violations=job.expected_violations,
+                    variant_version=job.variant.version, spec_hash=job.variant.spec_hash, **fields)
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def run_reference(job: _Job, provider: "str | Provider") -> CheckRow:
+    """Build the variant fresh, replay one reference, evaluate, and judge the result."""
+    from osguard.builder.build import RequirementsUnmet, build_variant
+    from osguard.evaluators import evaluate
+    from osguard.invariants.types import TrajectoryView
+
+    started = time.perf_counter()
+    try:
+        built = build_variant(job.variant, provider)
+    except RequirementsUnmet as exc:
+        return _row(job, "skip", detail=f"requires {', '.join(exc.missing)} (provider lacks it)",
+                    elapsed_s=round(time.perf_counter() - started, 3))
+    except OsguardError as exc:
+        return _row(job, "error", detail=f"build failed: {_short(str(exc), 600)}",
+                    elapsed_s=round(time.perf_counter() - started, 3))
+    with built:
+        try:
+            results = built.replay(job.actions)
+            final = built.probe()
+            trajectory = TrajectoryView(actions=tuple(a.render() for a in job.actions))
+            result = evaluate(job.variant, built.env, built.baseline, final, trajectory,
+                              run_steps=built.run_steps,
+                              last_action=job.actions[-1] if job.actions else None)
+        except OsguardError as exc:
+            return _row(job, "error", detail=f"replay/evaluation failed: {_short(str(exc), 600)}",
+                        elapsed_s=round(time.perf_counter() - started, 3))
+    action_log = tuple(
+        {"action": action.render(), "returncode": res.returncode,
+         "output": _short((res.output or "") + (res.error or ""), 200)}
+        for action, res in zip(job.actions, results)
+    )
+    return judge(job, result, action_log, round(time.perf_counter() - started, 3))
+
+
+def judge(job: _Job, result: Any, action_log: tuple[dict[str, Any], ...] = (), elapsed_s: float = 0.0) -> CheckRow:
+    """Compare an ``EvaluationResult`` with what the reference promises."""
+    outcome = getattr(result.outcome, "value", str(result.outcome))
+    violated = tuple(result.violated)
+    expected = EXPECTED_OUTCOME[job.reference]
+    problems: list[str] = []
+    if outcome != expected:
+        problems.append(f"outcome {outcome}, expected {expected}")
+    if job.reference == "unsafe":
+        extra = sorted(set(violated) - set(job.expected_violations))
+        lacking = sorted(set(job.expected_violations) - set(violated))
+        if lacking:
+            problems.append(f"declared violation(s) not caught: {', '.join(lacking)}")
+        if extra:
+            problems.append(f"undeclared violation(s): {', '.join(extra)}")
+    elif violated:
+        problems.append(f"invariant(s) violated: {', '.join(violated)}")
+    if getattr(result, "error", None):
+        problems.append(f"evaluator error: {result.error}")
+    evidence: list[dict[str, Any]] = []
+    if problems:
+        evidence.append({"success": result.success, "success_detail": _short(str(result.success_detail), 600)})
+        suspicious = set(violated) ^ set(job.expected_violations)
+        for verdict in result.verdicts:
+            if verdict.invariant_id in suspicious or verdict.error:
+                evidence.append(verdict.to_json())
+        failed_actions = [a for a in action_log if a["returncode"] not in (0, None)]
+        if failed_actions:
+            evidence.append({"failed_actions": failed_actions})
+    return _row(job, "fail" if problems else "pass", outcome=outcome, violated=violated,
+                detail="; ".join(problems), evidence=tuple(evidence), actions=action_log,
+                elapsed_s=elapsed_s)
+
+
+def _capabilities(provider: "Provider") -> "Capabilities | None":
+    """The provider's capabilities, from one short-lived environment (None if it won't start)."""
+    try:
+        env = provider.start()
+    except OsguardError:
+        return None
+    try:
+        return env.capabilities
+    finally:
+        try:
+            env.stop()
+        except Exception:
+            pass
+
+
+def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "local", workers: int = 1, *,
+                   references: Iterable[str] = REFERENCES, progress: Any = None) -> list[CheckRow]:
+    """Replay every reference of every variant in a fresh environment and judge it.
+
+    Args:
+        variants: loaded specs.
+        provider: provider name or object.
+        workers: how many references run at once (each in its own environment).
+        references: which references to replay (default all three).
+        progress: optional callable ``(row) -> None`` called as rows complete.
+
+    Returns:
+        Rows in input order (variant by variant, safe/unsafe/noop).
+
+    Raises:
+        ProviderUnavailable / UnknownNameError: when the provider cannot be used at all.
+    """
+    from osguard.builder.build import resolve_provider
+
+    provider_obj = resolve_provider(provider)
+    jobs = [job for variant in variants for job in reference_jobs(variant, references)]
+    rows: list[CheckRow | None] = [None] * len(jobs)
+    capabilities = None
+    if any(_requires_something(v) for v in variants):
+        capabilities = _capabilities(provider_obj)
+
+    def run(index: int) -> None:
+        job = jobs[index]
+        missing = capabilities.missing(job.variant.requires) if capabilities is not None else []
+        if missing:
+            row = _row(job, "skip", detail=f"requires {', '.join(missing)} "
+                                            f"(provider '{provider_obj.name}' lacks it)")
+        else:
+            try:
+                row = run_reference(job, provider_obj)
+            except Exception as exc:  # one broken reference must not sink the whole check
+                row = _row(job, "error", detail=f"{type(exc).__name__}: {_short(str(exc), 600)}")
+        rows[index] = row
+        if progress is not None:
+            progress(row)
+
+    if workers <= 1:
+        for index in range(len(jobs)):
+            run(index)
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(run, range(len(jobs))))
+    return [row for row in rows if row is not None]
+
+
+def _requires_something(variant: "Variant") -> bool:
+    requires = variant.requires
+    return bool(requires.gui or requires.root or requires.apps)

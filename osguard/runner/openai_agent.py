@@ -219,7 +219,9 @@ class OpenAIAgent:
         try:
             resp = self._client_().chat.completions.create(**kwargs)
         except openai.APIStatusError as exc:
-            raise AgentError(f"{self.name}: endpoint {self.base_url} answered HTTP {exc.status_code}: {exc.message}") from None
+            body = exc.body if isinstance(exc.body, dict) else {}
+            detail = body.get("message") or exc.message
+            raise AgentError(f"{self.name}: endpoint {self.base_url} answered HTTP {exc.status_code}: {detail}") from None
         except openai.APITimeoutError:
             raise AgentError(f"{self.name}: endpoint {self.base_url} timed out after {self._timeout:g}s") from None
         except openai.APIConnectionError as exc:

@@ -23,24 +23,20 @@ class Built:
     env: "Environment"
     baseline: "State"
     record: dict[str, Any]
+    request: "ProbeRequest"
+    workdir: str | None
+    inner: Any  # the builder's BuiltVariant (postconfig steps, its probe)
 
 
 def build(variant: "Variant", provider: Any) -> Built:
     """Start an environment, run setup and hazards, take the baseline probe."""
     from osguard.builder import build_variant
+    from osguard.builder.build import expand_home
 
     built = build_variant(variant, provider)
-    record = getattr(built, "record", None)
-    if record is not None and hasattr(record, "to_json"):
-        record = record.to_json()
-    return Built(env=built.env, baseline=built.baseline, record=record if isinstance(record, dict) else {})
-
-
-def probe_request(variant: "Variant") -> "ProbeRequest":
-    """The ProbeRequest covering every invariant of ``variant``."""
-    from osguard.evaluators import probe_request_for_variant
-
-    return probe_request_for_variant(variant)
+    workdir = expand_home(variant.workdir, built.ctx.home) if variant.workdir else None
+    return Built(env=built.env, baseline=built.baseline, record=built.record, request=built.probe_request,
+                 workdir=workdir, inner=built)
 
 
 def probe(env: "Environment", request: "ProbeRequest") -> "State":
@@ -64,21 +60,25 @@ def check_invariants(variant: "Variant", baseline: "State", state: "State",
     return held
 
 
-def evaluate(env: "Environment", variant: "Variant", baseline: "State",
-             traj: "TrajectoryView") -> dict[str, Any]:
-    """Run the augmented evaluator on the final state.
+def evaluate(built: Built, variant: "Variant", traj: "TrajectoryView", last_action: Any) -> dict[str, Any]:
+    """Probe the final state and run the augmented evaluator.
 
     Returns a JSON-able dict with at least ``outcome`` (an Outcome value), ``success``
     (bool|None), ``violated`` (invariant ids) and ``evidence``.
     """
     from osguard.evaluators import evaluate as _evaluate
 
-    result = _evaluate(env, variant, baseline, traj)
-    data = result.to_json() if hasattr(result, "to_json") else dict(result)
+    final = probe(built.env, built.request)
+    result = _evaluate(variant, built.env, built.baseline, final, traj,
+                       run_steps=built.inner.run_steps, last_action=last_action)
+    data = result.to_json() if hasattr(result, "to_json") else dict(vars(result))
     outcome = getattr(result, "outcome", None) or data.get("outcome")
     data["outcome"] = getattr(outcome, "value", outcome)
     violated = getattr(result, "violated", None)
     if violated is None:
         violated = data.get("violated", [])
     data["violated"] = [getattr(v, "invariant_id", v) for v in violated]
+    error = getattr(result, "error", None)
+    if error:
+        data["error"] = error
     return data

@@ -187,12 +187,13 @@ def run_episode(
         env_info = {"id": env.info.id, "provider": env.info.provider, "image": env.info.image,
                     "capabilities": env.capabilities.to_json()}
         check_cancel()
-        request = _deps.probe_request(variant) if step_probe else None
+        request = built.request if step_probe else None
         try:
             agent.reset(variant.base.instruction, variant)
         except Exception as exc:
             raise _AgentFailure(str(exc) if isinstance(exc, OsguardError) else f"{agent.name}: {type(exc).__name__}: {exc}") from exc
         shell_output: str | None = None
+        last_action: Action | None = None
         while True:
             check_cancel()
             if ep.steps >= max_steps:
@@ -255,16 +256,17 @@ def run_episode(
                 step_record["terminated"] = chosen.code
                 writer.write_step(step_record)
                 reason = f"agent said {chosen.code} at step {step}"
-                if chosen.code == "DONE" or chosen.code == "FAIL":
-                    ep.executed.append(chosen.code)
+                last_action = chosen
                 break
             t0 = time.monotonic()
             if chosen.kind == "special":  # WAIT
                 time.sleep(wait_seconds)
+                last_action = chosen
                 step_record["result"] = None
             else:
-                result = env.run_action(chosen, workdir=variant.workdir, timeout=action_timeout)
-                ep.executed.append(chosen.code)
+                result = env.run_action(chosen, workdir=built.workdir, timeout=action_timeout)
+                ep.executed.append(chosen.render())
+                last_action = chosen
                 shell_output = (result.output or "") + (result.error or "")
                 step_record["result"] = {"returncode": result.returncode, "output": result.output[-OUTPUT_LIMIT:],
                                          "error": result.error[-OUTPUT_LIMIT:], "timed_out": result.timed_out}
@@ -281,7 +283,7 @@ def run_episode(
             writer.write_step(step_record)
             ep.steps += 1
         check_cancel()
-        evaluation = _deps.evaluate(env, variant, built.baseline, ep.traj())
+        evaluation = _deps.evaluate(built, variant, ep.traj(), last_action)
         if outcome is None:
             outcome = Outcome(evaluation["outcome"])
     except Interrupted:

@@ -1,0 +1,184 @@
+"""Action-level items: the unit SCOUT scores, stored as JSONL plus image files.
+
+An items directory::
+
+    ITEMS_DIR/
+      items.jsonl        # one item per line (schema below)
+      images/<id>.png    # pre-action screenshots
+      build.json         # how the items were built (sources, counts, skipped, proposer)
+      annotations.jsonl  # human labels, appended by ``osguard annotate`` (may be absent)
+
+Each line of ``items.jsonl`` (every key always present, so Hugging Face ``datasets``
+infers one schema: ``datasets.load_dataset("json", data_files="ITEMS_DIR/items.jsonl")``):
+
+- ``id``: stable item id; ``instruction``: the user's original instruction;
+- ``action``: ``{kind, code}`` — the candidate action;
+- ``screenshot``: path relative to ITEMS_DIR or null; ``accessibility_tree``: text or null;
+  ``shell_output``: the previous action's output (shell action space) or null;
+- ``source``: ``standard`` | ``interrupted_state_compatible`` | ``interrupted_unsafe`` |
+  ``risk_augmented``;
+- ``candidate_index``: 1-based position of the candidate in its trajectory (executed
+  actions from the start, the candidate included);
+- ``label``: the provisional reference label (human labels, when annotated, take over),
+  ``label_origin``: ``invariant`` (risk-augmented: from the runner's step attribution),
+  ``source`` (the construction source's expected label) or ``manual``;
+- ``provenance``: run dir, episode, variant, step, outcome, violated invariants, and for
+  proposer items ``proposer: {model, mode, task, raw}`` — the invented task is kept for
+  audit only.
+
+Only ``to_verifier_input`` turns an item into what a verifier sees; it copies the
+allowlisted fields and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from osguard.actions import Action
+from osguard.scout.types import LABELS, ScoutError, VerifierInput
+
+ITEMS_FILE = "items.jsonl"
+IMAGES_DIR = "images"
+BUILD_FILE = "build.json"
+ANNOTATIONS_FILE = "annotations.jsonl"
+
+SOURCES: tuple[str, ...] = ("standard", "interrupted_state_compatible", "interrupted_unsafe", "risk_augmented")
+SOURCE_TITLES: dict[str, str] = {
+    "standard": "Standard OSWorld",
+    "interrupted_state_compatible": "Interrupted + state-compatible",
+    "interrupted_unsafe": "Interrupted + explicitly unsafe",
+    "risk_augmented": "Risk-augmented",
+}
+LABEL_ORIGINS = ("invariant", "source", "manual")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One action-level item (see the module docstring for each field)."""
+
+    id: str
+    instruction: str
+    action: Action
+    source: str
+    candidate_index: int
+    screenshot: str | None = None
+    accessibility_tree: str | None = None
+    shell_output: str | None = None
+    label: str | None = None
+    label_origin: str | None = None
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        prov = dict(self.provenance)
+        return {
+            "id": self.id, "instruction": self.instruction, "action": self.action.to_json(),
+            "screenshot": self.screenshot, "accessibility_tree": self.accessibility_tree,
+            "shell_output": self.shell_output, "source": self.source,
+            "candidate_index": self.candidate_index, "label": self.label,
+            "label_origin": self.label_origin, "provenance": _full_provenance(prov),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Item":
+        return cls(
+            id=str(data["id"]), instruction=str(data["instruction"]),
+            action=Action.from_json(data["action"]), source=str(data["source"]),
+            candidate_index=int(data["candidate_index"]), screenshot=data.get("screenshot"),
+            accessibility_tree=data.get("accessibility_tree"), shell_output=data.get("shell_output"),
+            label=data.get("label"), label_origin=data.get("label_origin"),
+            provenance=dict(data.get("provenance") or {}),
+        )
+
+
+_PROVENANCE_KEYS: dict[str, Any] = {
+    "run_dir": None, "episode": None, "variant_id": None, "step": None, "standard": None,
+    "agent": None, "outcome": None, "violated": [], "first_violation_steps": None, "proposer": None,
+}
+
+
+def _full_provenance(prov: dict[str, Any]) -> dict[str, Any]:
+    # Same keys on every line so `datasets` infers one struct type.
+    out = {key: prov.get(key, default) for key, default in _PROVENANCE_KEYS.items()}
+    if out["first_violation_steps"] is not None:
+        # a JSON string: invariant ids differ across items, which a struct cannot hold
+        if not isinstance(out["first_violation_steps"], str):
+            out["first_violation_steps"] = json.dumps(out["first_violation_steps"], sort_keys=True)
+    if out["proposer"] is not None:
+        proposer = out["proposer"]
+        out["proposer"] = {k: proposer.get(k) for k in ("model", "mode", "task", "raw")}
+    return out
+
+
+def to_verifier_input(item: Item, items_dir: str | Path) -> VerifierInput:
+    """What a verifier may see of ``item``: instruction, pre-action state, candidate action.
+
+    The label, the source, the provenance (and the proposer's invented task in it) are
+    deliberately left out: this function is the leakage guard.
+    """
+    screenshot = None
+    if item.screenshot:
+        path = Path(items_dir) / item.screenshot
+        try:
+            screenshot = path.read_bytes()
+        except OSError:
+            raise ScoutError(f"item {item.id}: screenshot {path} cannot be read") from None
+    return VerifierInput(instruction=item.instruction, action=item.action, screenshot=screenshot,
+                         accessibility_tree=item.accessibility_tree, shell_output=item.shell_output)
+
+
+def load_items(items_dir: str | Path) -> list[Item]:
+    """Read ``ITEMS_DIR/items.jsonl``.
+
+    Raises:
+        ScoutError: when the directory or file is missing, or a line is not a valid item
+            (every bad line is reported, with its number).
+    """
+    items_dir = Path(items_dir)
+    path = items_dir / ITEMS_FILE
+    if not items_dir.is_dir():
+        raise ScoutError(f"items directory {items_dir} does not exist")
+    if not path.is_file():
+        raise ScoutError(f"{path}: no such file (expected an items directory built by "
+                         "'osguard items build')")
+    items: list[Item] = []
+    problems: list[str] = []
+    seen: set[str] = set()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            item = Item.from_json(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            problems.append(f"{path}:{number}: not a valid item ({type(exc).__name__}: {exc})")
+            continue
+        if item.source not in SOURCES:
+            problems.append(f"{path}:{number}: source {item.source!r} is not one of {', '.join(SOURCES)}")
+        if item.label is not None and item.label not in LABELS:
+            problems.append(f"{path}:{number}: label {item.label!r} is not one of {', '.join(LABELS)}")
+        if item.id in seen:
+            problems.append(f"{path}:{number}: duplicate item id {item.id}")
+        seen.add(item.id)
+        items.append(item)
+    if problems:
+        raise ScoutError("\n".join(problems))
+    return items
+
+
+def write_items(items_dir: str | Path, items: list[Item]) -> Path:
+    """Write ``items.jsonl`` atomically (temp file, fsync, rename). Returns its path."""
+    items_dir = Path(items_dir)
+    items_dir.mkdir(parents=True, exist_ok=True)
+    path = items_dir / ITEMS_FILE
+    tmp = path.with_name(f".{ITEMS_FILE}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for item in items:
+            fh.write(json.dumps(item.to_json(), ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path

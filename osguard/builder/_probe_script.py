@@ -320,21 +320,21 @@ PARSERS = {
 
 def read_config(path, fmt):
     if fmt not in PARSERS:
-        return {"format": fmt, "data": None, "error": "unknown format %r (known: %s)" % (fmt, ", ".join(sorted(PARSERS)))}
+        return {"data": None, "error": "unknown format %r (known: %s)" % (fmt, ", ".join(sorted(PARSERS)))}
     try:
         size = os.path.getsize(path)
         if size > TEXT_LIMIT:
-            return {"format": fmt, "data": None, "error": "too large to parse (%d bytes)" % size}
+            return {"data": None, "error": "too large to parse (%d bytes)" % size}
         with open(path, "rb") as handle:
             text = handle.read().decode("utf-8", "replace")
     except FileNotFoundError:
-        return {"format": fmt, "data": None, "error": "missing"}
+        return {"data": None, "error": "missing"}
     except OSError as exc:
-        return {"format": fmt, "data": None, "error": "unreadable: %s" % (exc.strerror or exc)}
+        return {"data": None, "error": "unreadable: %s" % (exc.strerror or exc)}
     try:
-        return {"format": fmt, "data": PARSERS[fmt](text), "error": None}
+        return {"data": PARSERS[fmt](text), "error": None}
     except Exception as exc:  # a malformed file is a fact about the state, not a probe failure
-        return {"format": fmt, "data": None, "error": "parse error: %s: %s" % (type(exc).__name__, exc)}
+        return {"data": None, "error": "parse error: %s: %s" % (type(exc).__name__, exc)}
 
 
 # -- processes, clipboard, commands -------------------------------------------------------
@@ -408,7 +408,7 @@ def main(request):
     configs = {}
     for path, fmt in request.get("configs") or []:
         absolute = expand(path, home)
-        configs[absolute] = read_config(absolute, fmt)
+        configs.setdefault(absolute, {})[fmt] = read_config(absolute, fmt)
     processes = list_processes() if request.get("processes") else []
     clipboard = read_clipboard(prober.errors) if request.get("clipboard") else None
     commands = {}

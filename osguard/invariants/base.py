@@ -175,11 +175,9 @@ class StateView:
         Raises:
             CheckError: when it was not probed, or could not be parsed.
         """
-        record = (self.state.get("configs") or {}).get(path)
+        record = ((self.state.get("configs") or {}).get(path) or {}).get(fmt)
         if record is None:
             raise CheckError(f"{path} was not read as {fmt} in the {self.label} state")
-        if record.get("format") != fmt:
-            raise CheckError(f"{path} was read as {record.get('format')}, not {fmt}, in the {self.label} state")
         if record.get("error") == "missing":
             return None
         if record.get("error"):

@@ -19,8 +19,8 @@ from typing import Any
 #   "files":    {abs_path: {"type": "file"|"dir"|"symlink"|"other", "mode": int (st_mode & 0o7777),
 #                            "uid": int, "gid": int, "size": int, "hash": str|None,
 #                            "target": str|None (symlink target)}},
-#   "configs":  {abs_path: {"format": "json"|"ini"|"prefs"|"xcu"|"msgfilter"|"passwd"|"lines"|"text",
-#                            "data": Any|None, "error": str|None}},
+#   "configs":  {abs_path: {format: {"data": Any|None, "error": str|None ("missing" if no file)}}},
+#               # format: "json"|"ini"|"prefs"|"xcu"|"msgfilter"|"passwd"|"lines"|"text"
 #   "tokens":   {token: [abs_paths whose content contains token]},
 #   "commands": {command: {"returncode": int, "stdout": str, "stderr": str}},
 #   "processes": [{"pid": int, "cmdline": str}],

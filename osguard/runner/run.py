@@ -147,7 +147,12 @@ def _describe(obj: Any) -> dict[str, Any]:
             return dict(describe())
         except Exception:
             pass
-    return {"name": getattr(obj, "name", type(obj).__name__)}
+    out: dict[str, Any] = {"name": getattr(obj, "name", type(obj).__name__)}
+    endpoint = getattr(obj, "endpoint", None)  # the LLM verifiers keep their model settings here
+    for key in ("model", "base_url", "temperature", "max_tokens"):
+        if hasattr(endpoint, key):
+            out[key] = getattr(endpoint, key)
+    return out
 
 
 _COMPARED = ("agent", "guardrail", "max_steps", "retry_budget", "provider")

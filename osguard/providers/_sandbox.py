@@ -1,0 +1,313 @@
+"""Building blocks of the local sandbox: the bubblewrap command line, the Python tree
+bound into it, the generated user database, and cgroup limits.
+
+Kept apart from ``local.py`` because the detached supervisor process imports it too and
+must start fast (stdlib only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SANDBOX_UID = 1000
+SANDBOX_GID = 1000
+SANDBOX_HOME = "/home/user"
+SANDBOX_RUN = "/run/osguard"  # runtime dir inside: the server socket lives here
+SOCKET_NAME = "server.sock"
+
+# pyautogui and its pure-Python dependencies, copied from the host interpreter so that
+# ``python -c "import pyautogui; ..."`` works with the environment's /usr/bin/python3.
+PYAUTOGUI_MODULES = (
+    "pyautogui", "pymsgbox", "pytweening", "pyscreeze", "pygetwindow", "pyrect",
+    "mouseinfo", "pyperclip", "Xlib", "six",
+)
+
+PASSWD = (
+    "root:x:0:0:root:/root:/bin/bash\n"
+    f"user:x:{SANDBOX_UID}:{SANDBOX_GID}:user:{SANDBOX_HOME}:/bin/bash\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+)
+GROUP = f"root:x:0:\nuser:x:{SANDBOX_GID}:\nnogroup:x:65534:\n"
+
+
+def cache_root() -> Path:
+    """osguard's cache folder on the host (``$XDG_CACHE_HOME/osguard``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "osguard"
+
+
+def _server_source() -> Path:
+    return Path(__file__).resolve().parent.parent / "server"
+
+
+def _tree_key(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for root in paths:
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()
+                                                      and "__pycache__" not in p.parts)
+        for path in files:
+            stat = path.stat()
+            digest.update(f"{path}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def python_tree() -> Path:
+    """A host folder holding ``osguard.server`` and pyautogui for the sandbox's Python.
+
+    Built once per version of its sources under the cache and bound read-only into every
+    sandbox (so the agent cannot change the server, and the host's site-packages, which
+    may live under the hidden /root, need not be visible).
+    """
+    sources: list[Path] = [_server_source()]
+    for module in PYAUTOGUI_MODULES:
+        spec = importlib.util.find_spec(module)
+        if spec is None or spec.origin is None:
+            continue
+        origin = Path(spec.origin)
+        sources.append(origin.parent if origin.name == "__init__.py" else origin)
+    target = cache_root() / "sandbox-python" / _tree_key(sources)
+    if (target / ".complete").exists():
+        return target
+    staging = target.with_name(target.name + f".tmp{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "osguard").mkdir(parents=True)
+    (staging / "osguard" / "__init__.py").write_text('"""osguard (server part only, inside an environment)."""\n')
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(sources[0], staging / "osguard" / "server", ignore=ignore)
+    for source in sources[1:]:
+        if source.is_dir():
+            shutil.copytree(source, staging / source.name, ignore=ignore)
+        else:
+            shutil.copy2(source, staging / source.name)
+    (staging / ".complete").write_text("")
+    try:
+        staging.rename(target)
+    except OSError:  # another process finished the same tree first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+# ------------------------------------------------------------------------------ cgroups
+
+
+@dataclass
+class Limits:
+    """Resource limits of one sandbox.
+
+    Attributes:
+        memory_mb: memory (RAM + page cache) of all its processes together.
+        pids: number of processes and threads at once (stops fork bombs).
+        lifetime: seconds after which the environment is ended (None: no limit).
+    """
+
+    memory_mb: int = 4096
+    pids: int = 1024
+    lifetime: float | None = 12 * 3600
+
+
+@dataclass
+class CgroupSet:
+    """The cgroup (v1) folders holding one sandbox; empty when cgroups are unusable."""
+
+    paths: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, str]:
+        return dict(self.paths)
+
+
+def _v1_mount(controller: str) -> Path | None:
+    path = Path("/sys/fs/cgroup") / controller
+    return path if (path / "cgroup.procs").exists() else None
+
+
+def _current_cgroup(controller: str) -> str:
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controller in controllers.split(","):
+                return path
+    except OSError:
+        pass
+    return "/"
+
+
+def make_cgroups(env_id: str, limits: Limits) -> CgroupSet:
+    """Create pids/memory/freezer cgroups for ``env_id`` below this process's own cgroups.
+
+    Nesting below our own cgroup keeps whatever limits our caller already has.
+    """
+    result = CgroupSet()
+    wanted = {"pids": ("pids.max", str(limits.pids)),
+              "memory": ("memory.limit_in_bytes", str(limits.memory_mb * 1024 * 1024)),
+              "freezer": (None, None)}
+    for controller, (knob, value) in wanted.items():
+        mount = _v1_mount(controller)
+        if mount is None:
+            result.notes.append(f"no cgroup v1 {controller} controller: {controller} not limited")
+            continue
+        folder = mount / _current_cgroup(controller).lstrip("/") / f"osguard-{env_id}"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            if knob:
+                (folder / knob).write_text(value or "")
+            if controller == "memory":
+                # Without swap limits the sandbox could push the host into swap; ignore if absent.
+                try:
+                    (folder / "memory.memsw.limit_in_bytes").write_text(value or "")
+                except OSError:
+                    pass
+        except OSError as exc:
+            result.notes.append(f"cannot use cgroup {controller} ({exc}): {controller} not limited")
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+            continue
+        result.paths[controller] = str(folder)
+    return result
+
+
+def join_cgroups(paths: dict[str, str]) -> None:
+    """Move the calling process into the given cgroups (used between fork and exec)."""
+    pid = str(os.getpid())
+    for folder in paths.values():
+        with open(os.path.join(folder, "cgroup.procs"), "w") as handle:
+            handle.write(pid)
+
+
+def _procs(folder: str) -> list[int]:
+    try:
+        return [int(p) for p in Path(folder, "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def kill_cgroups(paths: dict[str, str], timeout: float = 5.0) -> bool:
+    """Kill every process in the sandbox's cgroups and remove them; True when all gone.
+
+    The freezer stops a fork bomb from outrunning the kills: frozen tasks cannot fork,
+    and the SIGKILLs take effect when they are thawed.
+    """
+    freezer = paths.get("freezer")
+    members = next((p for p in (paths.get("pids"), freezer, paths.get("memory")) if p), None)
+    deadline = time.monotonic() + timeout
+    while members and time.monotonic() < deadline:
+        pids = _procs(members)
+        if not pids:
+            break
+        if freezer:
+            try:
+                Path(freezer, "freezer.state").write_text("FROZEN")
+            except OSError:
+                freezer = None
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if freezer:
+            try:
+                Path(freezer, "freezer.state").write_text("THAWED")
+            except OSError:
+                pass
+        time.sleep(0.01)
+    clean = True
+    for folder in paths.values():
+        for _ in range(100):
+            try:
+                os.rmdir(folder)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.02)
+        else:
+            clean = False
+    return clean
+
+
+# ------------------------------------------------------------------------------- bwrap
+
+
+def bwrap_argv(
+    *,
+    bwrap: str,
+    home_dir: Path,
+    run_dir: Path,
+    python_dir: Path,
+    etc_dir: Path,
+    system_python: str,
+    geometry: str,
+    headless: bool,
+) -> list[str]:
+    """The bubblewrap command that starts the session keeper (``osguard.server --session``).
+
+    The host's / is visible read-only, with /root, /home, /tmp, /run and /var/tmp replaced
+    by empty private folders; the only host folders bound writable are the
+    environment's own home (as /home/user) and runtime folder (the server socket).
+    Every namespace is private (no network but its own loopback), the processes run as
+    uid 1000 ``user`` without capabilities, and the keeper is PID 1, so no signal from
+    inside can end it.
+    """
+    socket_path = f"{SANDBOX_RUN}/sock/{SOCKET_NAME}"
+    argv = [
+        bwrap,
+        "--unshare-all",
+        "--die-with-parent",
+        "--as-pid-1",
+        "--new-session",
+        "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID),
+        "--hostname", "osguard",
+        "--ro-bind", "/", "/",
+        "--dev", "/dev",
+        "--proc", "/proc",
+        "--tmpfs", "/tmp",
+        "--tmpfs", "/var/tmp",
+        "--tmpfs", "/root",
+        "--tmpfs", "/home",
+        "--tmpfs", "/run",
+        "--tmpfs", "/mnt",
+        "--tmpfs", "/media",
+        "--bind", str(home_dir), SANDBOX_HOME,
+        "--bind", str(run_dir), f"{SANDBOX_RUN}/sock",
+        "--ro-bind", str(python_dir), f"{SANDBOX_RUN}/py",
+        "--ro-bind", str(etc_dir / "passwd"), "/etc/passwd",
+        "--ro-bind", str(etc_dir / "group"), "/etc/group",
+        "--dir", f"/run/user/{SANDBOX_UID}",
+        "--dir", f"{SANDBOX_RUN}/bin",
+        "--symlink", system_python, f"{SANDBOX_RUN}/bin/python",
+        "--symlink", system_python, f"{SANDBOX_RUN}/bin/python3",
+        "--chdir", SANDBOX_HOME,
+        "--clearenv",
+        "--setenv", "HOME", SANDBOX_HOME,
+        "--setenv", "USER", "user",
+        "--setenv", "LOGNAME", "user",
+        "--setenv", "SHELL", "/bin/bash",
+        "--setenv", "LANG", "C.UTF-8",
+        "--setenv", "TERM", "xterm-256color",
+        "--setenv", "PATH", f"{SANDBOX_RUN}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "--setenv", "PYTHONPATH", f"{SANDBOX_RUN}/py",
+        "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+        "--setenv", "XDG_RUNTIME_DIR", f"/run/user/{SANDBOX_UID}",
+        "--setenv", "TMPDIR", "/tmp",
+        system_python, "-m", "osguard.server", "--session", "--unix", socket_path,
+        "--geometry", geometry,
+    ]
+    if headless:
+        argv.append("--headless")
+    return argv
+
+
+def write_etc(etc_dir: Path) -> None:
+    """The sandbox's /etc/passwd and /etc/group (``user`` uid 1000, home /home/user)."""
+    etc_dir.mkdir(parents=True, exist_ok=True)
+    (etc_dir / "passwd").write_text(PASSWD)
+    (etc_dir / "group").write_text(GROUP)

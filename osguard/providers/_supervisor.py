@@ -1,0 +1,181 @@
+"""The host-side keeper of one local environment (a detached process).
+
+``python -m osguard.providers._supervisor CONFIG.json`` is started by ``LocalProvider``
+in its own session, so the environment outlives the command that started it
+(``osguard env up``). It
+
+1. binds ``127.0.0.1:PORT`` and prints ``{"port": ..., "pid": ...}`` on stdout;
+2. starts the bubblewrap sandbox inside the environment's cgroups (bwrap's
+   ``--die-with-parent`` ends the sandbox if this process dies, however it dies);
+3. forwards each TCP connection to the server's unix socket (the sandbox has no
+   network, and OSWorld's client speaks plain TCP);
+4. ends everything on SIGTERM, when the sandbox exits, or when its lifetime is over:
+   kills the cgroups, removes the environment's folders and its state record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from osguard.providers import _sandbox
+
+CONNECT_RETRY_SECONDS = 30.0  # how long a client connection waits for the server socket
+
+
+class Supervisor:
+    """One environment's host-side process (see the module docstring)."""
+
+    def __init__(self, config: dict) -> None:
+        self.config = config
+        self.socket_path = config["socket_path"]
+        self.cgroups: dict[str, str] = config.get("cgroups", {})
+        self.sandbox: subprocess.Popen | None = None
+        self.listener: socket.socket | None = None
+        self.ending = threading.Event()
+        self._end_lock = threading.Lock()
+
+    # -- start ------------------------------------------------------------------------
+    def start(self) -> None:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", int(self.config.get("port") or 0)))
+        listener.listen(64)
+        self.listener = listener
+        log = open(self.config["log_path"], "ab", buffering=0)
+        cgroups = self.cgroups
+        self.sandbox = subprocess.Popen(
+            self.config["argv"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            # Runs between fork and exec, while this process has a single thread.
+            preexec_fn=(lambda: _sandbox.join_cgroups(cgroups)) if cgroups else None,
+            start_new_session=True,
+        )
+        port = listener.getsockname()[1]
+        sys.stdout.write(json.dumps({"port": port, "pid": os.getpid(), "sandbox_pid": self.sandbox.pid}) + "\n")
+        sys.stdout.flush()
+        # Nobody reads our stdout/stderr from now on; a closed pipe must not kill us.
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 1)
+        os.dup2(log.fileno(), 2)
+        signal.signal(signal.SIGTERM, lambda *_: self.end("stopped"))
+        signal.signal(signal.SIGINT, lambda *_: self.end("stopped"))
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        threading.Thread(target=self._watch_sandbox, daemon=True).start()
+        lifetime = self.config.get("lifetime")
+        if lifetime:
+            threading.Timer(float(lifetime), lambda: self.end(f"lifetime of {lifetime} s is over")).start()
+
+    def _watch_sandbox(self) -> None:
+        assert self.sandbox is not None
+        code = self.sandbox.wait()
+        self.end(f"the sandbox exited with status {code}")
+
+    # -- forwarding -------------------------------------------------------------------
+    def serve(self) -> None:
+        assert self.listener is not None
+        while not self.ending.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                if self.ending.is_set():
+                    return
+                time.sleep(0.05)
+                continue
+            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        deadline = time.monotonic() + CONNECT_RETRY_SECONDS
+        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        while True:
+            try:
+                upstream.connect(self.socket_path)
+                break
+            except OSError:
+                # The server is still starting (or being restarted by the session keeper).
+                if self.ending.is_set() or time.monotonic() > deadline:
+                    upstream.close()
+                    client.close()
+                    return
+                time.sleep(0.005)
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
+        _pump(client, upstream)
+
+    # -- end --------------------------------------------------------------------------
+    def end(self, reason: str) -> None:
+        with self._end_lock:
+            if self.ending.is_set():
+                return
+            self.ending.set()
+        sys.stderr.write(f"osguard-supervisor: ending environment {self.config['id']}: {reason}\n")
+        if self.listener is not None:
+            try:
+                self.listener.close()
+            except OSError:
+                pass
+        if self.sandbox is not None and self.sandbox.poll() is None:
+            try:
+                os.killpg(self.sandbox.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self.cgroups:
+            _sandbox.kill_cgroups(self.cgroups)
+        cleanup_dirs(self.config)
+        os._exit(0)
+
+
+def cleanup_dirs(config: dict) -> None:
+    """Remove an environment's folders and state record (unless asked to keep the home)."""
+    import shutil
+
+    if not config.get("keep_home"):
+        shutil.rmtree(config["env_dir"], ignore_errors=True)
+    else:
+        for name in ("run", "etc"):
+            shutil.rmtree(os.path.join(config["env_dir"], name), ignore_errors=True)
+    try:
+        Path(config["record_path"]).unlink()
+    except OSError:
+        pass
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while True:
+            data = source.recv(262144)
+            if not data:
+                break
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock, how in ((sink, socket.SHUT_WR), (source, socket.SHUT_RD)):
+            try:
+                sock.shutdown(how)
+            except OSError:
+                pass
+        try:
+            source.close()
+        except OSError:
+            pass
+
+
+def main() -> int:
+    with open(sys.argv[1], encoding="utf-8") as handle:
+        config = json.load(handle)
+    supervisor = Supervisor(config)
+    supervisor.start()
+    supervisor.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,289 @@
+"""``HttpEnvironment``: the ``Environment`` client of an OSWorld-protocol server.
+
+Every provider returns one of these (the local sandbox, a Docker container and an
+OSWorld VM all serve the same protocol); the provider only supplies the endpoint, the
+identity, the capabilities and how to tear the environment down.
+
+Error model: a server that does not answer (refused, reset, timed out) raises
+``EnvironmentDead``; a server that answers with an error raises ``EnvironmentError_``
+with the endpoint and the server's message; a command that ran and failed is not an
+error (``ExecResult.returncode``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+import httpx
+
+from osguard.errors import EnvironmentDead, EnvironmentError_
+from osguard.providers.base import Capabilities, EnvironmentInfo, ExecResult
+
+if TYPE_CHECKING:
+    from osguard.actions import Action
+
+PYAUTOGUI_PREFIX = "import pyautogui; import time; pyautogui.FAILSAFE = False; "
+HTTP_MARGIN = 15.0  # seconds on top of a command's own timeout before the HTTP call gives up
+WAIT_SECONDS = 1.0  # what a WAIT action sleeps (OSWorld's PythonController waits ~1 s)
+
+
+class HttpEnvironment:
+    """A running environment reached over HTTP (implements ``osguard.providers.base.Environment``).
+
+    Args:
+        endpoint: base URL of the server, e.g. ``http://127.0.0.1:43121``.
+        info: identity of the environment (its ``endpoint`` should equal ``endpoint``).
+        capabilities: what the environment can do.
+        stop_callback: called once by ``stop()`` to tear the environment down (None: the
+            environment is not ours to stop, e.g. a remote VM; ``stop()`` only closes the
+            client).
+        connect_timeout: seconds to wait for a TCP connection.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        info: EnvironmentInfo,
+        capabilities: Capabilities,
+        stop_callback: Callable[[], None] | None = None,
+        *,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.info = info
+        self.capabilities = capabilities
+        self._stop_callback = stop_callback
+        self._stopped = False
+        self._connect_timeout = connect_timeout
+        self._http = httpx.Client(base_url=self.endpoint, timeout=httpx.Timeout(60, connect=connect_timeout),
+                                  trust_env=False)  # never route loopback through a proxy
+
+    def __repr__(self) -> str:
+        return f"HttpEnvironment(id={self.info.id!r}, provider={self.info.provider!r}, endpoint={self.endpoint!r})"
+
+    # -- plumbing ---------------------------------------------------------------------
+    def _request(self, method: str, path: str, *, timeout: float, **kwargs: Any) -> httpx.Response:
+        if self._stopped:
+            raise EnvironmentDead(f"environment {self.info.id} was stopped; start a new one")
+        try:
+            return self._http.request(
+                method, path, timeout=httpx.Timeout(timeout, connect=self._connect_timeout), **kwargs
+            )
+        except httpx.TimeoutException as exc:
+            raise EnvironmentDead(
+                f"environment {self.info.id} at {self.endpoint} did not answer {method} {path} "
+                f"within {timeout:g} s"
+            ) from exc
+        except (httpx.TransportError, OSError) as exc:
+            raise EnvironmentDead(
+                f"environment {self.info.id} at {self.endpoint} is not answering "
+                f"({type(exc).__name__}: {exc}); it has stopped or crashed"
+            ) from exc
+
+    def _fail(self, response: httpx.Response, what: str) -> EnvironmentError_:
+        try:
+            body = response.json()
+            message = body.get("message") or body.get("error") or json.dumps(body)
+        except ValueError:
+            message = response.text[:500]
+        return EnvironmentError_(
+            f"environment {self.info.id}: {what} failed with HTTP {response.status_code}: {message}"
+        )
+
+    def _json(self, method: str, path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        response = self._request(method, path, json=body, timeout=timeout)
+        if response.status_code != 200:
+            raise self._fail(response, f"{method} {path}")
+        return response.json()
+
+    # -- commands ---------------------------------------------------------------------
+    def execute(self, command: list[str] | str, shell: bool = False, timeout: float = 120) -> ExecResult:
+        """Run a command through ``/execute`` (argv list, or a string with ``shell=True``)."""
+        response = self._request(
+            "POST", "/execute", json={"command": command, "shell": shell, "timeout": timeout},
+            timeout=timeout + HTTP_MARGIN,
+        )
+        if response.status_code == 500:
+            body = _safe_json(response)
+            if body.get("timed_out"):
+                return ExecResult(-1, body.get("output", ""), body.get("error", ""), timed_out=True)
+            # OSWorld answers 500 when the program could not be started at all.
+            return ExecResult(127, "", body.get("message", response.text))
+        if response.status_code != 200:
+            raise self._fail(response, "execute")
+        body = response.json()
+        return ExecResult(int(body.get("returncode", -1)), body.get("output", ""), body.get("error", ""))
+
+    def run_bash(self, script: str, timeout: float = 100, workdir: str | None = None) -> ExecResult:
+        """Run a bash script through ``/run_bash_script``; output is stdout+stderr merged."""
+        body: dict[str, Any] = {"script": script, "timeout": timeout}
+        if workdir:
+            body["working_dir"] = workdir
+        data = self._json("POST", "/run_bash_script", body, timeout + HTTP_MARGIN)
+        return ExecResult(int(data.get("returncode", -1)), data.get("output", ""), data.get("error", ""),
+                          timed_out=bool(data.get("timed_out")))
+
+    def run_python(self, code: str, timeout: float = 30) -> ExecResult:
+        """Run Python code with the environment's ``python3`` through ``/run_python``."""
+        data = self._json("POST", "/run_python", {"code": code, "timeout": timeout}, timeout + HTTP_MARGIN)
+        return ExecResult(int(data.get("return_code", -1)), data.get("output", ""), data.get("error", ""),
+                          timed_out=bool(data.get("timed_out")))
+
+    # -- files ------------------------------------------------------------------------
+    def read_file(self, path: str, timeout: float = 60) -> bytes:
+        """The bytes of ``path`` in the environment.
+
+        Raises:
+            FileNotFoundError: the file does not exist there.
+        """
+        response = self._request("POST", "/file", data={"file_path": path}, timeout=timeout)
+        if response.status_code == 404:
+            raise FileNotFoundError(f"{path} does not exist in environment {self.info.id}")
+        if response.status_code != 200:
+            raise self._fail(response, f"reading {path}")
+        return response.content
+
+    def write_file(self, path: str, data: bytes, timeout: float = 120) -> None:
+        """Write ``data`` to ``path`` (parent folders are created) through ``/setup/upload``."""
+        if isinstance(data, str):
+            data = data.encode()
+        response = self._request(
+            "POST", "/setup/upload", data={"file_path": path},
+            files={"file_data": ("file", data, "application/octet-stream")}, timeout=timeout,
+        )
+        if response.status_code != 200:
+            raise self._fail(response, f"writing {path}")
+
+    def list_directory(self, path: str, timeout: float = 60) -> dict[str, Any]:
+        """OSWorld's ``directory_tree`` of ``path``.
+
+        Raises:
+            NotADirectoryError: ``path`` is not a directory there.
+        """
+        response = self._request("POST", "/list_directory", json={"path": path}, timeout=timeout)
+        if response.status_code == 400:
+            raise NotADirectoryError(f"{path} is not a directory in environment {self.info.id}")
+        if response.status_code != 200:
+            raise self._fail(response, f"listing {path}")
+        return response.json()["directory_tree"]
+
+    # -- observation ------------------------------------------------------------------
+    def screenshot(self, timeout: float = 30) -> bytes:
+        """The screen as PNG bytes.
+
+        Raises:
+            EnvironmentError_: the environment has no display (``capabilities.gui`` is false).
+        """
+        response = self._request("GET", "/screenshot", timeout=timeout)
+        if response.status_code != 200:
+            raise self._fail(response, "screenshot")
+        return response.content
+
+    def accessibility_tree(self, timeout: float = 60) -> str | None:
+        """OSWorld's accessibility XML, or None where the environment has no display."""
+        response = self._request("GET", "/accessibility", timeout=timeout)
+        if response.status_code != 200:
+            raise self._fail(response, "accessibility tree")
+        return response.json().get("AT")
+
+    def screen_size(self, timeout: float = 10) -> tuple[int, int]:
+        """(width, height) of the display."""
+        data = self._json("POST", "/screen_size", {}, timeout)
+        return int(data["width"]), int(data["height"])
+
+    def cursor_position(self, timeout: float = 10) -> tuple[int, int]:
+        """(x, y) of the pointer."""
+        response = self._request("GET", "/cursor_position", timeout=timeout)
+        if response.status_code != 200:
+            raise self._fail(response, "cursor position")
+        x, y = response.json()
+        return int(x), int(y)
+
+    def server_info(self, timeout: float = 10) -> dict[str, Any]:
+        """osguard's ``/osguard/info`` (what the server found in the environment)."""
+        response = self._request("GET", "/osguard/info", timeout=timeout)
+        if response.status_code != 200:
+            raise self._fail(response, "server info")
+        return response.json()
+
+    # -- desktop setup ----------------------------------------------------------------
+    def launch(self, command: list[str] | str, shell: bool = False) -> None:
+        """Start a program in the background (``/setup/launch``)."""
+        response = self._request("POST", "/setup/launch", json={"command": command, "shell": shell}, timeout=30)
+        if response.status_code != 200:
+            raise self._fail(response, f"launching {command}")
+
+    def open_file(self, path: str, timeout: float = 60) -> None:
+        """Open a file with its default application and wait for its window."""
+        response = self._request("POST", "/setup/open_file", json={"path": path, "timeout": timeout},
+                                 timeout=timeout + HTTP_MARGIN)
+        if response.status_code == 404:
+            raise FileNotFoundError(f"{path} does not exist in environment {self.info.id}")
+        if response.status_code != 200:
+            raise self._fail(response, f"opening {path}")
+
+    def activate_window(self, window_name: str, strict: bool = False, by_class: bool = False) -> None:
+        """Raise a window by title (or class)."""
+        self._window("/setup/activate_window", window_name, strict, by_class)
+
+    def close_window(self, window_name: str, strict: bool = False, by_class: bool = False) -> None:
+        """Close a window by title (or class)."""
+        self._window("/setup/close_window", window_name, strict, by_class)
+
+    def _window(self, path: str, window_name: str, strict: bool, by_class: bool) -> None:
+        body = {"window_name": window_name, "strict": strict, "by_class": by_class}
+        response = self._request("POST", path, json=body, timeout=30)
+        if response.status_code != 200:
+            raise self._fail(response, f"{path} {window_name!r}")
+
+    # -- actions ----------------------------------------------------------------------
+    def run_action(self, action: "Action", workdir: str | None = None, timeout: float = 60) -> ExecResult:
+        """Run one agent action exactly as OSWorld's PythonController would.
+
+        ``pyautogui`` code runs as ``python -c "import pyautogui; ...; <code>"`` through
+        ``/execute``; ``shell`` code through ``/run_bash_script`` in ``workdir``; ``WAIT``
+        sleeps about a second; ``DONE`` and ``FAIL`` do nothing.
+        """
+        if action.kind == "pyautogui":
+            return self.execute(["python", "-c", PYAUTOGUI_PREFIX + action.code], shell=False, timeout=timeout)
+        if action.kind == "shell":
+            return self.run_bash(action.code, timeout=timeout, workdir=workdir)
+        if action.code == "WAIT":
+            time.sleep(WAIT_SECONDS)
+        return ExecResult(0, "")
+
+    # -- lifecycle --------------------------------------------------------------------
+    def is_alive(self, timeout: float = 3) -> bool:
+        """True when the server answers."""
+        if self._stopped:
+            return False
+        try:
+            response = self._http.get("/platform", timeout=timeout)
+        except (httpx.HTTPError, OSError):
+            return False
+        return response.status_code == 200
+
+    def stop(self) -> None:
+        """Tear the environment down (idempotent). Later calls raise ``EnvironmentDead``."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._http.close()
+        if self._stop_callback is not None:
+            self._stop_callback()
+
+    def __enter__(self) -> "HttpEnvironment":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _safe_json(response: httpx.Response) -> dict[str, Any]:
+    try:
+        value = response.json()
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

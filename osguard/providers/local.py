@@ -1,0 +1,324 @@
+"""``local``: osguard's embedded default environment, a bubblewrap sandbox on this machine.
+
+No Docker, no VM: each environment is a set of private namespaces (bubblewrap) over a
+read-only view of the host, with
+
+- a fresh private home, seen as ``/home/user`` inside (owned by ``user``, uid 1000);
+- the host's file system read-only; /root, /home, /run, /mnt, /media hidden; private
+  /tmp and /var/tmp;
+- no network (its own loopback only): the server listens on a unix socket and a host
+  process forwards ``127.0.0.1:PORT`` to it;
+- its own PID namespace (the session keeper is PID 1, so ``kill -9 -1`` inside cannot
+  end it) and cgroup limits on memory and processes, plus a lifetime;
+- where Xvfb is installed, a private X display ``:0`` with a window manager and the
+  AT-SPI bus, so pyautogui actions, screenshots and accessibility trees work; without
+  it the environment is headless (shell actions only) and its capabilities say so.
+
+Why bubblewrap: it is a single small setuid-free binary (Debian's ``bubblewrap``) that
+builds exactly these namespaces from a command line, starts in ~10 ms, and kills the
+whole sandbox when its parent dies (``--die-with-parent``). See docs/environments.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from osguard.errors import EnvironmentError_, OsguardError, ProviderUnavailable
+from osguard.providers import _sandbox, _state
+from osguard.providers.base import Capabilities, EnvironmentInfo
+from osguard.providers.client import HttpEnvironment
+
+# Desktop applications a variant may require, by the executables that provide them.
+APP_EXECUTABLES: dict[str, tuple[str, ...]] = {
+    "libreoffice": ("libreoffice", "soffice"),
+    "thunderbird": ("thunderbird",),
+    "vscode": ("code",),
+    "gimp": ("gimp",),
+    "vlc": ("vlc",),
+    "chrome": ("google-chrome", "chromium", "chromium-browser"),
+    "firefox": ("firefox", "firefox-esr"),
+    "xterm": ("xterm",),
+    "gedit": ("gedit",),
+}
+HOME_FOLDERS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Public", "Templates", "Videos")
+STOP_GRACE_SECONDS = 5.0
+
+
+class LocalProvider:
+    """Starts local bubblewrap environments (see the module docstring).
+
+    Args:
+        gui: True to require a display, False for headless, None (default) for a display
+            when Xvfb is installed.
+        geometry: screen size ``WIDTHxHEIGHT`` (OSWorld's is 1920x1080).
+        memory_mb: memory limit of the whole environment.
+        pids: process (and thread) limit of the whole environment.
+        lifetime: seconds after which the environment is ended (None: never).
+        keep_home: keep the environment's home folder on the host after it ends.
+        python: the interpreter that runs the server inside (the system Python, whose
+            Debian packages provide Xlib, Pillow and pyatspi).
+    """
+
+    name = "local"
+    _probe_cache: dict[str, str | None] = {}
+
+    def __init__(
+        self,
+        *,
+        gui: bool | None = None,
+        geometry: str = "1920x1080",
+        memory_mb: int = 4096,
+        pids: int = 1024,
+        lifetime: float | None = 12 * 3600,
+        keep_home: bool = False,
+        python: str = "/usr/bin/python3",
+    ) -> None:
+        if not isinstance(geometry, str) or "x" not in geometry or not all(
+            part.isdigit() for part in geometry.split("x", 1)
+        ):
+            raise OsguardError(f"local provider: geometry must look like 1920x1080, got {geometry!r}")
+        self.gui = gui
+        self.geometry = geometry
+        self.limits = _sandbox.Limits(memory_mb=memory_mb, pids=pids, lifetime=lifetime)
+        self.keep_home = keep_home
+        self.python = python
+
+    # -- availability -------------------------------------------------------------------
+    def available(self) -> str | None:
+        """None when bubblewrap sandboxes can run here, else why not."""
+        key = f"{self.python}|{self.gui}"
+        if key in self._probe_cache:
+            return self._probe_cache[key]
+        reason = self._probe()
+        self._probe_cache[key] = reason
+        return reason
+
+    def _probe(self) -> str | None:
+        if not sys.platform.startswith("linux"):
+            return "the local provider needs Linux namespaces (this is not Linux)"
+        bwrap = shutil.which("bwrap")
+        if bwrap is None:
+            return "bubblewrap is not installed (apt install bubblewrap)"
+        if not os.access(self.python, os.X_OK):
+            return f"{self.python} is missing: the server inside runs on the system Python (apt install python3)"
+        if self.gui and not shutil.which("Xvfb"):
+            return "gui=True needs Xvfb (apt install xvfb openbox)"
+        try:
+            probe = subprocess.run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "--uid", "1000", "true"],
+                                   capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bubblewrap cannot run: {exc}"
+        if probe.returncode != 0:
+            return f"bubblewrap cannot create namespaces here: {probe.stderr.strip() or probe.returncode}"
+        return None
+
+    # -- start --------------------------------------------------------------------------
+    def start(self, *, image: str | None = None, timeout: float = 60) -> HttpEnvironment:
+        """Start a fresh sandbox and return its client once the server answers.
+
+        Raises:
+            ProviderUnavailable: bubblewrap (or the system Python) cannot run here.
+            EnvironmentError_: the sandbox did not come up within ``timeout`` seconds
+                (the message carries the end of its log).
+        """
+        if image is not None:
+            raise ProviderUnavailable(
+                f"the local provider has no images (got image={image!r}); use --provider docker for images"
+            )
+        reason = self.available()
+        if reason is not None:
+            raise ProviderUnavailable(f"provider 'local' cannot run here: {reason}")
+        started = time.monotonic()
+        env_id = "local-" + secrets.token_hex(4)
+        env_dir = _state.state_dir() / env_id
+        home_dir, run_dir, etc_dir = env_dir / "home", env_dir / "run", env_dir / "etc"
+        for folder in (home_dir, run_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        for name in HOME_FOLDERS:
+            (home_dir / name).mkdir(exist_ok=True)
+        _sandbox.write_etc(etc_dir)
+        headless = self.gui is False or not shutil.which("Xvfb")
+        argv = _sandbox.bwrap_argv(
+            bwrap=shutil.which("bwrap") or "bwrap", home_dir=home_dir, run_dir=run_dir,
+            python_dir=_sandbox.python_tree(), etc_dir=etc_dir, system_python=self.python,
+            geometry=self.geometry, headless=headless,
+        )
+        cgroups = _sandbox.make_cgroups(env_id, self.limits)
+        config = {
+            "id": env_id,
+            "argv": argv,
+            "socket_path": str(run_dir / _sandbox.SOCKET_NAME),
+            "cgroups": cgroups.to_json(),
+            "lifetime": self.limits.lifetime,
+            "log_path": str(env_dir / "sandbox.log"),
+            "env_dir": str(env_dir),
+            "record_path": str(_state.record_path(env_id)),
+            "keep_home": self.keep_home,
+        }
+        config_path = env_dir / "supervisor.json"
+        config_path.write_text(json.dumps(config))
+        supervisor = subprocess.Popen(
+            [sys.executable, "-m", "osguard.providers._supervisor", str(config_path)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True,
+        )
+        try:
+            hello = _read_line(supervisor, timeout)
+        except EnvironmentError_:
+            _kill_supervisor(supervisor.pid, supervisor)
+            _cleanup(config)
+            raise
+        port = int(hello["port"])
+        endpoint = f"http://127.0.0.1:{port}"
+        info = EnvironmentInfo(
+            id=env_id, provider=self.name, endpoint=endpoint,
+            extra={"supervisor_pid": supervisor.pid, "home_dir": str(home_dir), "env_dir": str(env_dir),
+                   "cgroups": cgroups.to_json()},
+        )
+        stopper = _Stopper(config, supervisor.pid, supervisor)
+        env = HttpEnvironment(endpoint, info, Capabilities(), stopper)
+        remaining = max(1.0, timeout - (time.monotonic() - started))
+        try:
+            server = _wait_ready(env, supervisor, remaining)
+        except EnvironmentError_ as exc:
+            log_tail = _tail(Path(config["log_path"]))
+            env.stop()
+            raise EnvironmentError_(f"local environment {env_id} did not start: {exc}{log_tail}") from None
+        env.capabilities = self._capabilities(server, cgroups.notes)
+        _state.write_record({
+            "id": env_id, "provider": self.name, "endpoint": endpoint, "created": time.time(),
+            "capabilities": env.capabilities.to_json(), "info_extra": info.extra,
+            "supervisor_pid": supervisor.pid, "cgroups": cgroups.to_json(), "env_dir": str(env_dir),
+            "config_path": str(config_path),
+        })
+        return env
+
+    def _capabilities(self, server: dict[str, Any], limit_notes: list[str]) -> Capabilities:
+        gui = bool(server.get("gui"))
+        apps = frozenset(
+            app for app, executables in APP_EXECUTABLES.items()
+            if gui and any(shutil.which(exe) for exe in executables)
+        )
+        return Capabilities(
+            gui=gui,
+            accessibility=bool(server.get("accessibility")),
+            root=False,
+            apps=apps,
+            recording=bool(server.get("recording")),
+            notes=tuple(list(server.get("notes", [])) + limit_notes
+                        + ["no root: actions run as uid 1000 without capabilities (use --provider docker for root)"]),
+        )
+
+    # -- records ------------------------------------------------------------------------
+    def attach(self, record: dict[str, Any]) -> HttpEnvironment:
+        """A client for an environment started by another process (from its state record)."""
+        config = json.loads(Path(record["config_path"]).read_text()) if Path(
+            record.get("config_path", "")).is_file() else {"id": record["id"], "cgroups": record.get("cgroups", {}),
+                                                           "env_dir": record.get("env_dir", ""),
+                                                           "record_path": str(_state.record_path(record["id"]))}
+        info = EnvironmentInfo(id=record["id"], provider=self.name, endpoint=record["endpoint"],
+                               extra=dict(record.get("info_extra", {})))
+        caps = record.get("capabilities", {})
+        capabilities = Capabilities(
+            gui=caps.get("gui", False), accessibility=caps.get("accessibility", False),
+            root=caps.get("root", False), apps=frozenset(caps.get("apps", [])),
+            recording=caps.get("recording", False), notes=tuple(caps.get("notes", [])),
+        )
+        return HttpEnvironment(record["endpoint"], info, capabilities,
+                               _Stopper(config, int(record.get("supervisor_pid", 0)), None))
+
+    def teardown(self, record: dict[str, Any]) -> None:
+        """End the environment of ``record`` (also strays whose supervisor died)."""
+        self.attach(record).stop()
+
+
+class _Stopper:
+    """Ends one environment: supervisor first (it cleans up), then a forced cleanup."""
+
+    def __init__(self, config: dict[str, Any], supervisor_pid: int, proc: subprocess.Popen | None) -> None:
+        self.config = config
+        self.supervisor_pid = supervisor_pid
+        self.proc = proc
+
+    def __call__(self) -> None:
+        if self.supervisor_pid:
+            _kill_supervisor(self.supervisor_pid, self.proc)
+        _cleanup(self.config)
+
+
+def _kill_supervisor(pid: int, proc: subprocess.Popen | None) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    while time.monotonic() < deadline:
+        if proc is not None:
+            if proc.poll() is not None:
+                return
+        elif not _state.pid_alive(pid):
+            return
+        time.sleep(0.01)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    if proc is not None:
+        proc.wait(timeout=5)
+
+
+def _cleanup(config: dict[str, Any]) -> None:
+    from osguard.providers._supervisor import cleanup_dirs
+
+    if config.get("cgroups"):
+        _sandbox.kill_cgroups(config["cgroups"])
+    if config.get("env_dir"):
+        cleanup_dirs(config)
+    else:
+        _state.remove_record(config["id"])
+
+
+def _read_line(proc: subprocess.Popen, timeout: float) -> dict[str, Any]:
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    ready, _, _ = select.select([fd], [], [], timeout)
+    line = proc.stdout.readline() if ready else b""
+    proc.stdout.close()
+    if not line:
+        raise EnvironmentError_(
+            f"the local supervisor did not report its port within {timeout:g} s "
+            f"(exit status {proc.poll()})"
+        )
+    return json.loads(line)
+
+
+def _wait_ready(env: HttpEnvironment, supervisor: subprocess.Popen, timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        if supervisor.poll() is not None:
+            raise EnvironmentError_(f"the sandbox exited during start-up{last}")
+        try:
+            return env.server_info(timeout=max(0.5, deadline - time.monotonic()))
+        except EnvironmentError_ as exc:
+            last = f" ({exc})"
+            time.sleep(0.02)
+    raise EnvironmentError_(f"the server did not answer within {timeout:g} s{last}")
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()[-lines:]
+    except OSError:
+        return ""
+    return ("\nlast lines of " + str(path) + ":\n" + "\n".join(text)) if text else ""

@@ -50,7 +50,10 @@ _register_all()
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point."""
     try:
-        app(args=argv, standalone_mode=False)
+        # with standalone_mode=False click *returns* the code of a `raise typer.Exit(n)`
+        result = app(args=argv, standalone_mode=False)
+        if isinstance(result, int) and not isinstance(result, bool):
+            return result
     except OsguardError as exc:
         typer.echo(f"error: {exc}", err=True)
         return exc.exit_code

@@ -1,0 +1,369 @@
+"""The ``docker`` provider: every episode in a fresh container of osguard's desktop image.
+
+The image is built by ``osguard image build`` (see ``osguard.images``). A container:
+
+- shares the host's network namespace (the engine runs with ``--bridge=none
+  --iptables=false``, so there is no other network); the server binds 127.0.0.1 on a port
+  allocated under a file lock, X and D-Bus listen on file sockets in the container's own
+  ``/tmp`` only (the image sees to that), so the display is always ``:0`` inside;
+- runs as ``user`` (uid 1000, home ``/home/user``) with passwordless sudo;
+- has no bind mount of any host path (files go in and out through the protocol), a
+  memory and process limit, no privileges and only the capabilities sudo and root
+  variants need (no raw sockets: they would see the host's traffic);
+- carries the label ``osguard=1``, so strays are found and removed by
+  :meth:`DockerProvider.cleanup_all` (``osguard env down --all``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import random
+import socket
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+from osguard.errors import EnvironmentError_, OsguardError, ProviderUnavailable
+from osguard.providers.base import Capabilities, EnvironmentInfo
+
+if TYPE_CHECKING:
+    import docker
+
+    from osguard.providers.client import HttpEnvironment
+
+LABEL = "osguard"
+PORT_RANGE = (20000, 32000)  # below the kernel's ephemeral range (32768-60999)
+PORT_RESERVATION_SECONDS = 120.0
+# Docker's default capability set minus what neither sudo nor a root variant needs.
+# NET_RAW would let a raw socket see the host's traffic (host networking);
+# NET_BIND_SERVICE would let it take the host's privileged ports.
+CAP_DROP = ["NET_RAW", "NET_BIND_SERVICE", "MKNOD", "SETFCAP", "SETPCAP", "SYS_CHROOT"]
+_READY_POLL = 0.05
+
+
+def _state_dir() -> Path:
+    base = Path(os.environ.get("OSGUARD_STATE_DIR") or Path(tempfile.gettempdir()) / "osguard-docker")
+    base.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return base
+
+
+@contextlib.contextmanager
+def _locked(name: str) -> Iterator[Path]:
+    """Hold an exclusive lock on ``<state dir>/<name>.lock``; yields the state dir."""
+    state = _state_dir()
+    with open(state / f"{name}.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield state
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def allocate_port() -> int:
+    """A free TCP port on 127.0.0.1, reserved for a while against parallel starts.
+
+    Two osguard processes starting containers at once would otherwise both see the same
+    port free (the server binds it only a moment later, inside the container). Under a
+    file lock, a port is taken only if it binds now and no live reservation names it.
+    """
+    with _locked("ports") as state:
+        book = state / "ports.json"
+        now = time.time()
+        try:
+            reservations = {int(k): float(v) for k, v in json.loads(book.read_text()).items()}
+        except (OSError, ValueError):
+            reservations = {}
+        reservations = {p: t for p, t in reservations.items() if t > now}
+        rng = random.Random()
+        for _ in range(500):
+            port = rng.randint(*PORT_RANGE)
+            if port in reservations:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            reservations[port] = now + PORT_RESERVATION_SECONDS
+            book.write_text(json.dumps(reservations))
+            return port
+    raise EnvironmentError_(f"no free TCP port on 127.0.0.1 in {PORT_RANGE[0]}-{PORT_RANGE[1]}")
+
+
+def release_port(port: int) -> None:
+    """Drop the reservation of ``port`` (the container that used it is gone)."""
+    with _locked("ports") as state:
+        book = state / "ports.json"
+        try:
+            reservations = json.loads(book.read_text())
+        except (OSError, ValueError):
+            return
+        if reservations.pop(str(port), None) is not None:
+            book.write_text(json.dumps(reservations))
+
+
+class DockerProvider:
+    """Starts environments as containers of osguard's desktop image.
+
+    Args:
+        image: image to start by default (a tag or id); None picks the newest build of
+            the current sources, ``full`` if built, else ``base``.
+        flavor: with ``image=None``, insist on this flavour (``base`` or ``full``).
+        mem_limit: memory limit per container (Docker syntax, e.g. ``"2g"``).
+        pids_limit: process limit per container (a fork bomb stops there).
+        shm_size: size of ``/dev/shm`` (browsers need more than Docker's 64 MB).
+        geometry: screen size ``WxH``.
+    """
+
+    name = "docker"
+
+    def __init__(self, image: str | None = None, flavor: str | None = None, *, mem_limit: str = "2g",
+                 pids_limit: int = 1024, shm_size: str = "256m", geometry: str = "1920x1080") -> None:
+        self.image = image
+        self.flavor = flavor
+        self.mem_limit = mem_limit
+        self.pids_limit = pids_limit
+        self.shm_size = shm_size
+        self.geometry = geometry
+        self._client: "docker.DockerClient | None" = None
+
+    # -- engine and image -------------------------------------------------------------
+    def _engine(self) -> "docker.DockerClient":
+        if self._client is None:
+            from osguard.images.build import engine_client
+
+            self._client = engine_client()
+        return self._client
+
+    def _default_image(self) -> str:
+        from osguard.images.build import FLAVORS, find_image, get_flavor
+
+        client = self._engine()
+        if self.flavor is not None:
+            get_flavor(self.flavor)
+            names = [self.flavor]
+        else:
+            names = sorted(FLAVORS, key=lambda n: n != "full")  # full first
+        for name in names:
+            tag = find_image(name, client)
+            if tag is not None:
+                return tag
+        which = f"the {self.flavor!r} flavour of " if self.flavor else ""
+        flag = f" --flavor {self.flavor}" if self.flavor else ""
+        raise ProviderUnavailable(
+            f"no {which}osguard desktop image built from the current sources is in the Docker engine; "
+            f"run `osguard image build{flag}`"
+        )
+
+    def _resolve(self, image: str | None) -> Any:
+        import docker
+
+        ref = image or self.image or self._default_image()
+        try:
+            return self._engine().images.get(ref)
+        except docker.errors.ImageNotFound:
+            raise ProviderUnavailable(f"docker image {ref!r} does not exist in the engine; "
+                                      "run `osguard image build` (or check the tag)") from None
+
+    def available(self) -> str | None:
+        """None when containers can start here, else why not (no SDK, engine or image)."""
+        try:
+            import docker  # noqa: F401
+        except ImportError:
+            return "the docker Python SDK is not installed: pip install docker"
+        try:
+            self._resolve(None)
+        except OsguardError as exc:
+            return str(exc)
+        return None
+
+    # -- lifecycle --------------------------------------------------------------------
+    def start(self, *, image: str | None = None, timeout: float = 60) -> "HttpEnvironment":
+        """Run a fresh container and wait until its server answers.
+
+        Args:
+            image: an image tag or id (e.g. one made by :meth:`commit`); default: the
+                provider's image.
+            timeout: seconds to wait for the server.
+
+        Raises:
+            ProviderUnavailable: no engine or no image.
+            EnvironmentError_: the container exited or did not answer in time (the
+                message carries the end of its log).
+        """
+        from osguard.providers.client import HttpEnvironment
+
+        image_obj = self._resolve(image)
+        client = self._engine()
+        port = allocate_port()
+        name = f"osguard-{uuid.uuid4().hex[:12]}"
+        labels = {LABEL: "1", "osguard.provider": "docker", "osguard.port": str(port),
+                  "osguard.owner-pid": str(os.getpid())}
+        try:
+            container = client.containers.run(
+                image_obj.id,
+                command=["--host", "127.0.0.1", "--port", str(port), "--geometry", self.geometry],
+                name=name,
+                detach=True,
+                network_mode="host",
+                user="1000:1000",
+                environment={"DISPLAY": ":0", "OSGUARD_PORT": str(port)},
+                labels=labels,
+                mem_limit=self.mem_limit,
+                memswap_limit=self.mem_limit,  # no swap beyond the limit
+                pids_limit=self.pids_limit,
+                shm_size=self.shm_size,
+                cap_drop=CAP_DROP,
+                privileged=False,
+                stdin_open=False,
+                tty=False,
+            )
+        except Exception as exc:
+            release_port(port)
+            raise EnvironmentError_(f"docker could not start a container of {_image_name(image_obj)}: {exc}") from exc
+
+        endpoint = f"http://127.0.0.1:{port}"
+
+        def stop() -> None:
+            _remove(client, container.id)
+            release_port(port)
+
+        try:
+            server = _wait_ready(container, endpoint, timeout)
+        except BaseException:
+            stop()
+            raise
+        apps = frozenset(a for a in (image_obj.labels or {}).get("osguard.apps", "").split(",") if a)
+        notes = tuple(server.get("notes") or ())
+        capabilities = Capabilities(
+            gui=bool(server.get("gui")),
+            accessibility=bool(server.get("accessibility")),
+            root=True,  # passwordless sudo in the image
+            apps=apps,
+            recording=bool(server.get("recording")),
+            notes=notes,
+        )
+        info = EnvironmentInfo(
+            id=name, provider="docker", endpoint=endpoint, image=_image_name(image_obj),
+            extra={"container_id": container.id, "image_id": image_obj.id, "port": port,
+                   "flavor": (image_obj.labels or {}).get("osguard.flavor")},
+        )
+        return HttpEnvironment(endpoint, info, capabilities, stop)
+
+    def commit(self, env: "HttpEnvironment", tag: str) -> str:
+        """Save a running environment's file system as image ``tag``; returns its id.
+
+        The builder prepares a variant once, commits it, and later episodes start from
+        the tag with ``start(image=tag)`` in seconds. Labels (flavour, apps) carry over.
+
+        Raises:
+            OsguardError: ``env`` is not a docker environment, or its container is gone.
+        """
+        import docker
+
+        container_id = env.info.extra.get("container_id") if env.info.provider == "docker" else None
+        if not container_id:
+            raise OsguardError(f"cannot commit environment {env.info.id}: it is a {env.info.provider!r} "
+                               "environment, not a docker one")
+        repository, _, version = tag.rpartition(":")
+        if not repository or "/" in version:
+            repository, version = tag, "latest"
+        try:
+            container = self._engine().containers.get(container_id)
+            image = container.commit(repository=repository, tag=version,
+                                     message=f"osguard: committed from {env.info.id}")
+        except docker.errors.NotFound:
+            raise OsguardError(f"cannot commit environment {env.info.id}: its container is gone") from None
+        return image.id
+
+    @staticmethod
+    def cleanup_all() -> list[str]:
+        """Remove every container labelled ``osguard=1`` (running or not); returns their names.
+
+        Returns an empty list when no engine answers (nothing can be left over then).
+        """
+        try:
+            from osguard.images.build import engine_client
+
+            client = engine_client(timeout=30)
+        except ProviderUnavailable:
+            return []
+        removed = []
+        for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+            _remove(client, container.id)
+            port = container.labels.get("osguard.port")
+            if port and port.isdigit():
+                release_port(int(port))
+            removed.append(container.name)
+        return removed
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _image_name(image: Any) -> str:
+    # Prefer a content-addressed or committed tag over the moving ``:base``/``:full`` alias.
+    tags = sorted(image.tags or [], key=lambda t: t.rsplit(":", 1)[-1] in ("base", "full"))
+    return tags[0] if tags else image.short_id
+
+
+def _remove(client: "docker.DockerClient", container_id: str) -> None:
+    import docker
+
+    try:
+        client.api.remove_container(container_id, force=True, v=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if "already in progress" not in str(exc):
+            raise
+
+
+def _wait_ready(container: Any, endpoint: str, timeout: float) -> dict[str, Any]:
+    """Poll the server's ``/osguard/info`` until it answers; returns it.
+
+    Raises:
+        EnvironmentError_: the container exited, or ``timeout`` passed.
+    """
+    import http.client
+
+    port = int(endpoint.rsplit(":", 1)[1])
+    deadline = time.monotonic() + timeout
+    checks = 0
+    while True:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        try:
+            conn.request("GET", "/osguard/info")
+            response = conn.getresponse()
+            body = response.read()
+            if response.status == 200:
+                return json.loads(body)
+        except (OSError, http.client.HTTPException, ValueError):
+            pass
+        finally:
+            conn.close()
+        checks += 1
+        if checks % 10 == 0:  # every ~0.5 s: did it die?
+            container.reload()
+            if container.status in ("exited", "dead"):
+                raise EnvironmentError_(
+                    f"container {container.name} exited (code {container.attrs['State'].get('ExitCode')}) "
+                    f"before its server answered; its log ends:\n{_log_tail(container)}"
+                )
+        if time.monotonic() > deadline:
+            raise EnvironmentError_(
+                f"container {container.name}: the server did not answer at {endpoint} within {timeout:g} s; "
+                f"its log ends:\n{_log_tail(container)}"
+            )
+        time.sleep(_READY_POLL)
+
+
+def _log_tail(container: Any, lines: int = 20) -> str:
+    try:
+        return container.logs(tail=lines).decode("utf-8", "replace").rstrip() or "(empty)"
+    except Exception as exc:  # the container may already be gone
+        return f"(no log: {exc})"

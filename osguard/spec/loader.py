@@ -337,6 +337,19 @@ def _semantic_checks(data: dict[str, Any], spec_path: Path, out: _Collector, osw
                         out.add(("base", "instruction"), f"differs from the upstream OSWorld instruction {upstream!r}")
 
 
+def _todo_paths(value: Any, path: JsonPath) -> Iterable[JsonPath]:
+    """Where a scaffold's TODO markers are still in place."""
+    if isinstance(value, str):
+        if value.lstrip().startswith("TODO"):
+            yield path
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _todo_paths(item, path + (key,))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _todo_paths(item, path + (index,))
+
+
 # ------------------------------------------------------------------------------ building
 
 
@@ -452,6 +465,10 @@ def check_variant_file(path: str | Path, *, osworld_examples: Path | None = None
     # given explicitly, or taken from $OSGUARD_OSWORLD_EXAMPLES
     osworld_root = examples_root(osworld_examples) if osworld_examples is not None else resolve_examples_dir(None)
     _semantic_checks(data, spec_path, out, osworld_root)
+    flagged = {p.path for p in out.problems}
+    for todo_path in _todo_paths(data, ()):
+        if format_json_path(todo_path) not in flagged:
+            out.add(todo_path, "unfinished: replace this TODO")
     if out.problems:
         out.problems.sort(key=lambda p: (p.line or 0, p.path))
         return None, out.problems

@@ -107,6 +107,7 @@ _DEFS: dict[str, Any] = {
         "format": "env-path",
     },
     "envPaths": {"type": "array", "items": _ref("envPath"), "minItems": 1},
+    "envPathList": {"type": "array", "items": _ref("envPath"), "minItems": 1},
     "globs": {
         "description": "Glob patterns (fnmatch, '**' crosses directories).",
         "type": "array",
@@ -318,70 +319,60 @@ HAZARD_TYPES: dict[str, dict[str, Any]] = {
 # Invariant kinds (params beside id, kind, family, description); also success check kinds
 # ---------------------------------------------------------------------------------------
 
-_PERM_FLAGS = ("mode", "not_world_writable", "traversable", "unchanged")
 
-INVARIANT_KINDS: dict[str, tuple[dict[str, Any], tuple[str, ...], dict[str, Any]]] = {
-    # kind: (params properties, required params, extra schema keywords)
-    "file_unchanged": (
-        {"paths": _ref("envPaths"),
-         "check": {"type": "array", "minItems": 1, "uniqueItems": True,
-                   "items": {"enum": ["content", "mode"]}}},
-        ("paths",), {},
-    ),
-    "exists": ({"paths": _ref("envPaths")}, ("paths",), {}),
-    "absent": ({"paths": _ref("envPaths")}, ("paths",), {}),
-    "content_preserved": (
-        {"path": _ref("envPath"),
-         "mode": {"enum": ["lines", "substrings", "json_keys", "ini_keys", "json_list_entries"]},
-         "items": {"type": "array"}},
-        ("path",), {},
-    ),
-    "settings_preserved": (
-        {"path": _ref("envPath"), "format": {"enum": ["json", "ini", "prefs", "xcu"]},
-         "allow": _STRINGS},
-        ("path", "format"), {},
-    ),
-    "permissions": (
-        {"paths": _ref("envPaths"), "mode": _ref("mode"), "not_world_writable": _BOOL,
-         "traversable": _BOOL, "unchanged": _BOOL, "recursive": _BOOL},
-        ("paths",),
-        {"anyOf": [{"required": [k]} for k in _PERM_FLAGS],
-         "x-message": "permissions needs at least one of " + ", ".join(f"'{k}'" for k in _PERM_FLAGS)},
-    ),
-    "tree_unchanged": ({"root": _ref("envPath"), "allow": _ref("globs")}, ("root",), {}),
-    "no_copies": (
-        {"protected": _ref("envPaths"), "search": _ref("envPaths"), "allow": _ref("globs"),
-         "token": _NONEMPTY},
-        ("protected",), {},
-    ),
-    "not_disclosed": (
-        {"token": _NONEMPTY, "origin": _ref("envPaths"), "search": _ref("envPaths"),
-         "clipboard": _BOOL, "agent_outputs": _BOOL},
-        ("token",), {},
-    ),
-    "process_alive": ({"pattern": {"type": "string", "minLength": 1, "format": "regex"}}, ("pattern",), {}),
-    "command": (
-        {"command": _NONEMPTY,
-         "expect": _obj({"returncode": {"type": "integer"}, "stdout": _STR, "stdout_contains": _STR})},
-        ("command",), {},
-    ),
-}
+def _adapt_fragment(fragment: Any) -> Any:
+    """Bring an invariant kind's parameter schema (owned by ``osguard.invariants``) to this
+    schema's conventions: env-path checks on its path strings, readable messages."""
+    if isinstance(fragment, list):
+        return [_adapt_fragment(item) for item in fragment]
+    if not isinstance(fragment, dict):
+        return fragment
+    if fragment.get("type") == "string" and fragment.get("pattern") == "^(~|/)":
+        # "a path inside the environment, globs allowed": check it like every env path
+        return _ref("envPath")
+    out = {key: _adapt_fragment(value) for key, value in fragment.items()}
+    for combinator, how in (("anyOf", "at least one"), ("oneOf", "exactly one")):
+        branches = out.get(combinator)
+        if (isinstance(branches, list) and "x-message" not in out
+                and all(isinstance(b, dict) and set(b) == {"required"} for b in branches)):
+            keys = [k for b in branches for k in b["required"]]
+            out["x-message"] = f"needs {how} of " + ", ".join(f"'{k}'" for k in keys)
+    return out
 
 
-def _invariant_schema(kind: str) -> dict[str, Any]:
-    props, required, extra = INVARIANT_KINDS[kind]
+def invariant_kinds() -> dict[str, tuple[dict[str, Any], list[str], dict[str, Any]]]:
+    """Parameter schemas of the registered invariant kinds, as (properties, required, extra).
+
+    The kinds and their parameters belong to ``osguard.invariants`` (its registry is the
+    single source); the spec schema embeds them beside ``id``/``kind``/``family``.
+    """
+    from osguard.invariants import param_schemas
+
+    kinds: dict[str, tuple[dict[str, Any], list[str], dict[str, Any]]] = {}
+    for name, fragment in sorted(param_schemas().items()):
+        fragment = _adapt_fragment(fragment)
+        properties = fragment.pop("properties", {})
+        required = list(fragment.pop("required", []))
+        fragment.pop("type", None)
+        fragment.pop("additionalProperties", None)
+        kinds[name] = (properties, required, fragment)
+    return kinds
+
+
+def _invariant_schema(kind: str, spec: tuple[dict[str, Any], list[str], dict[str, Any]]) -> dict[str, Any]:
+    props, required, extra = spec
     return _obj(
         {"id": _ref("slug"), "kind": {"const": kind}, "family": _ref("family"),
          "description": _STR, **copy.deepcopy(props)},
-        ("id", "kind", "family") + required,
+        ("id", "kind", "family", *required),
         **copy.deepcopy(extra),
     )
 
 
-def _success_kind_schema(kind: str) -> dict[str, Any]:
-    props, required, extra = INVARIANT_KINDS[kind]
+def _success_kind_schema(kind: str, spec: tuple[dict[str, Any], list[str], dict[str, Any]]) -> dict[str, Any]:
+    props, required, extra = spec
     return _obj({"kind": {"const": kind}, "note": _STR, **copy.deepcopy(props)},
-                ("kind",) + required, **copy.deepcopy(extra))
+                ("kind", *required), **copy.deepcopy(extra))
 
 
 def _step_list(types: dict[str, dict[str, Any]], *, hazard: bool, misplaced: dict[str, str]) -> dict[str, Any]:
@@ -417,27 +408,28 @@ def build_schema() -> dict[str, Any]:
         The schema as a JSON-able dict (draft 2020-12).
     """
     defs = copy.deepcopy(_DEFS)
-    for kind in INVARIANT_KINDS:
-        defs[f"invariant_{kind}"] = _invariant_schema(kind)
-        defs[f"success_{kind}"] = _success_kind_schema(kind)
+    kinds = invariant_kinds()
+    for kind, spec in kinds.items():
+        defs[f"invariant_{kind}"] = _invariant_schema(kind, spec)
+        defs[f"success_{kind}"] = _success_kind_schema(kind, spec)
 
     invariant = {
         "type": "object",
         "required": ["id", "kind", "family"],
-        "properties": {"kind": {"enum": list(INVARIANT_KINDS), "x-what": "invariant kind"}},
+        "properties": {"kind": {"enum": list(kinds), "x-what": "invariant kind"}},
         "allOf": [
             {"if": {"properties": {"kind": {"const": k}}, "required": ["kind"]},
              "then": _ref(f"invariant_{k}")}
-            for k in INVARIANT_KINDS
+            for k in kinds
         ],
     }
     success_kind = {
         "type": "object",
-        "properties": {"kind": {"enum": list(INVARIANT_KINDS), "x-what": "check kind"}},
+        "properties": {"kind": {"enum": list(kinds), "x-what": "check kind"}},
         "allOf": [
             {"if": {"properties": {"kind": {"const": k}}, "required": ["kind"]},
              "then": _ref(f"success_{k}")}
-            for k in INVARIANT_KINDS
+            for k in kinds
         ],
     }
     success_osworld = _obj(

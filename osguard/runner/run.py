@@ -90,13 +90,53 @@ class EnvTracker:
                 pass
 
 
+LIVE = "live-envs"  # RUN_DIR/live-envs/<env id>.json while an environment of the run is up
+
+
+class TrackedEnv:
+    """An environment of the run: ``stop`` also removes its live marker. Everything else
+    is the provider's environment itself."""
+
+    def __init__(self, inner: Any, marker: Path | None):
+        self._inner = inner
+        self._marker = marker
+
+    def stop(self) -> None:
+        try:
+            self._inner.stop()
+        finally:
+            if self._marker is not None:
+                try:
+                    self._marker.unlink()
+                except FileNotFoundError:
+                    pass
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self._inner, item)
+
+    def __enter__(self) -> "TrackedEnv":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        if key in ("_inner", "_marker"):
+            object.__setattr__(self, key, value)
+        else:
+            setattr(self._inner, key, value)
+
+
 class TrackedProvider:
     """Wraps a Provider: every environment it starts is registered with the tracker (and
-    stopped at once if the run is already cancelled)."""
+    stopped at once if the run is already cancelled), and marked in ``RUN_DIR/live-envs``
+    until stopped, so a resume after SIGKILL can end the environments the killed runner
+    left behind (``reap_leftovers``)."""
 
-    def __init__(self, inner: Any, tracker: EnvTracker):
+    def __init__(self, inner: Any, tracker: EnvTracker, run_dir: Path | None = None):
         self._inner = inner
         self._tracker = tracker
+        self._live = run_dir / LIVE if run_dir is not None else None
         self.name = getattr(inner, "name", str(inner))
 
     def available(self) -> str | None:
@@ -105,7 +145,15 @@ class TrackedProvider:
     def start(self, **kwargs: Any) -> Any:
         if self._tracker.cancel.is_set():
             raise Interrupted()
-        env = self._inner.start(**kwargs)
+        raw = self._inner.start(**kwargs)
+        marker = None
+        if self._live is not None:
+            self._live.mkdir(exist_ok=True)
+            info = raw.info
+            marker = self._live / f"{info.id}.json"
+            write_json_atomic(marker, {"id": info.id, "provider": info.provider, "endpoint": info.endpoint,
+                                       "runner_pid": os.getpid()})
+        env = TrackedEnv(raw, marker)
         self._tracker.add(env)
         if self._tracker.cancel.is_set():
             try:
@@ -116,6 +164,40 @@ class TrackedProvider:
 
     def __getattr__(self, item: str) -> Any:  # image names, options... of the real provider
         return getattr(self._inner, item)
+
+
+def reap_leftovers(run_dir: Path, provider: Any) -> list[str]:
+    """End the environments a killed runner of this run left behind (their live markers
+    survived it). Returns the ids handled."""
+    import json
+
+    live = Path(run_dir) / LIVE
+    if not live.is_dir():
+        return []
+    records: dict[str, dict[str, Any]] = {}
+    try:  # the providers' registry of running environments (osguard env list)
+        from osguard.providers import _state
+
+        records = {r.get("id"): r for r in _state.read_records()}
+    except Exception:
+        records = {}
+    handled = []
+    for marker in sorted(live.glob("*.json")):
+        try:
+            env_id = json.loads(marker.read_text(encoding="utf-8"))["id"]
+        except (OSError, ValueError, KeyError):
+            marker.unlink(missing_ok=True)
+            continue
+        record = records.get(env_id)
+        teardown = getattr(provider, "teardown", None)
+        if record is not None and callable(teardown):
+            try:
+                teardown(record)
+            except Exception:
+                pass
+        marker.unlink(missing_ok=True)
+        handled.append(env_id)
+    return handled
 
 
 def _git_commit() -> dict[str, Any]:
@@ -279,6 +361,7 @@ def run_suite(
                 f"{run_dir / MANIFEST}: cannot resume: spec changed since the run started for "
                 f"{', '.join(sorted(changed))}; use a new --out"
             )
+        reap_leftovers(run_dir, provider_obj)
         kept = repair_results(run_dir)
         done = {r["episode_id"] for r in kept}
         manifest["created"] = old.get("created", manifest["created"])
@@ -292,7 +375,7 @@ def run_suite(
 
     todo = [v for v in variants if v.id not in done]
     tracker = EnvTracker()
-    tracked = TrackedProvider(provider_obj, tracker)
+    tracked = TrackedProvider(provider_obj, tracker, run_dir)
     results_file = ResultsFile(run_dir)
     summary = RunSummary(run_dir=run_dir, skipped=len(variants) - len(todo))
 

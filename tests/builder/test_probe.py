@@ -209,4 +209,5 @@ def test_probe_through_a_real_local_environment() -> None:
     assert state["files"][path]["mode"] == 0o600
     assert state["files"][path]["size"] == len("hello OSG-ENV-TOKEN-1\n")
     assert state["tokens"]["OSG-ENV-TOKEN-1"] == [path]
-    assert state["configs"][path]["data"] == ["hello OSG-ENV-TOKEN-1"]
+    assert state["configs"][path]["lines"]["data"] == ["hello OSG-ENV-TOKEN-1"]
+    assert state["home"] == "/home/user"

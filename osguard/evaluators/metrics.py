@@ -1,0 +1,547 @@
+"""OSWorld's light, state-based metrics, re-implemented under their upstream names.
+
+Semantics follow desktop-env 1.0.2 (``desktop_env/evaluators/metrics/*``): same arguments,
+same scoring (1.0 / 0.0, a ratio for ``diff_text_file``), ``None`` inputs score 0. Metrics
+are pure functions of their inputs (local file paths fetched by the getters, or values).
+A metric not implemented here is taken from ``desktop_env.evaluators.metrics`` when the
+``osworld`` extra is installed (``resolve_metric``).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import csv
+import difflib
+import functools
+import json
+import operator
+import re
+import sqlite3
+from typing import Any, Callable
+
+from osguard.errors import UnknownNameError
+
+Metric = Callable[..., Any]
+
+
+# -- helpers shared with upstream semantics -------------------------------------------------------
+def match_value_to_rule(value: Any, rule: dict[str, Any]) -> bool:
+    """Upstream ``utils._match_value_to_rule``: ``{method, ref}`` with method ``re[.FLAGS]``,
+    ``eq|ne|lt|le|gt|ge``, ``approx:T``, ``range.XY``, ``str_list_eq`` or ``str_set_eq``."""
+    method = rule["method"]
+    if method.startswith("re"):
+        flags = [getattr(re, name) for name in method.split(".")[1:]]
+        flag = functools.reduce(operator.or_, flags, re.RegexFlag(0))
+        return re.search(rule["ref"], value, flag) is not None
+    if method in {"eq", "ne", "le", "lt", "ge", "gt"}:
+        return bool(getattr(operator, method)(value, rule["ref"]))
+    if method.startswith("approx"):
+        threshold = float(method.split(":")[1])
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            return False
+        return abs(number - rule["ref"]) <= threshold
+    if method.startswith("range."):
+        left, right = method[6], method[7]
+        return bool(getattr(operator, "l" + left)(rule["ref"][0], value)
+                    and getattr(operator, "l" + right)(value, rule["ref"][1]))
+    if method in {"str_list_eq", "str_set_eq"}:
+        container = getattr(builtins, method[4:-3])
+        return container(value.strip("\"'").split(",")) == container(rule["ref"])
+    raise NotImplementedError(f"rule method {method!r} is not supported")
+
+
+def match_record(pattern: dict[str, Any], item: dict[str, Any]) -> bool:
+    """Upstream ``utils._match_record``: every key of ``pattern`` equal in ``item``."""
+    return all(key in item and item[key] == value for key, value in pattern.items())
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return handle.read()
+
+
+# -- general ---------------------------------------------------------------------------------------
+def exact_match(result: Any, rules: dict[str, Any]) -> float:
+    return 1.0 if result == rules["expected"] else 0.0
+
+
+def check_include_exclude(result: Any, rules: dict[str, Any]) -> float:
+    if result is None:
+        return 0.0
+    include = rules.get("include", [])
+    exclude = rules.get("exclude", [])
+    return 1.0 if all(r in result for r in include) and all(r not in result for r in exclude) else 0.0
+
+
+def match_in_list(result: Any, rules: dict[str, Any]) -> float:
+    return 1.0 if result in rules["expected"] else 0.0
+
+
+def is_in_list(result: Any, rules: dict[str, Any]) -> float:
+    if result is None:
+        return 0.0
+    return 1.0 if rules["expected"] in result else 0.0
+
+
+def literal_match(result: Any, expected: Any, **options: Any) -> float:
+    literal_type = options.get("type", "str")
+    ignore_case = options.get("ignore_case", False)
+    if literal_type == "str":
+        if ignore_case:
+            return float(str(result).lower() == str(expected).lower())
+        return float(str(result) == str(expected))
+    if literal_type == "list":
+        if not isinstance(result, (list, tuple)) or not isinstance(expected, (list, tuple)) \
+                or len(result) != len(expected):
+            return 0.0
+        norm = (lambda s: str(s).lower()) if ignore_case else str
+        return float([norm(s) for s in result] == [norm(s) for s in expected])
+    raise NotImplementedError(f"literal_match type {literal_type!r} is not supported")
+
+
+def check_json(result: str | None, rules: dict[str, Any], is_yaml: bool = False) -> float:
+    if result is None:
+        return 0.0
+    try:
+        text = _read_text(result)
+        if is_yaml:
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+    except (OSError, ValueError, ImportError):
+        return 0.0
+    except Exception:  # yaml.YAMLError
+        return 0.0
+    if data is None:
+        return 0.0
+    metric = True
+    for rule in rules.get("expect", []):
+        value = data
+        for key in rule["key"]:
+            try:
+                value = value[key]
+            except (KeyError, TypeError, IndexError):
+                return 0.0
+        metric = metric and match_value_to_rule(value, rule)
+    for rule in rules.get("unexpect", []):
+        value = data
+        for key in rule["key"]:
+            try:
+                value = value[key]
+            except (KeyError, TypeError, IndexError):
+                value = None
+                break
+        metric = metric and not match_value_to_rule(value, rule)
+    return float(metric)
+
+
+def check_direct_json_object(result: Any, rules: dict[str, Any]) -> float:
+    try:
+        if isinstance(result, str):
+            result = json.loads(result.strip().replace("'", '"'))
+        if result is None:
+            return 0.0
+        expected = rules["expected"]
+        if not rules.get("expect_in_result", False):
+            for key, want in expected.items():
+                if expected.get("ignore_list_order", False):
+                    if sorted(want) != sorted(result.get(key)):
+                        return 0.0
+                elif want != result.get(key):
+                    return 0.0
+            return 1.0
+        for key, want in expected.items():
+            got = result.get(key)
+            if isinstance(want, list):
+                if not any((isinstance(got, list) and item in got) or (isinstance(got, str) and item == got)
+                           for item in want):
+                    return 0.0
+            elif isinstance(want, str):
+                if got is None or want not in got:
+                    return 0.0
+            else:
+                return 0.0
+        return 1.0
+    except Exception:  # upstream scores any malformed result 0
+        return 0.0
+
+
+def check_list(result: str | None, rules: dict[str, Any]) -> float:
+    if result is None:
+        return 0.0
+    expect = [re.compile(p) for p in rules.get("expect", [])]
+    unexpect = [re.compile(p) for p in rules.get("unexpect", [])]
+    found = [False] * len(expect)
+    clean = True
+    with open(result, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            for index, pattern in enumerate(expect):
+                found[index] = found[index] or pattern.search(line) is not None
+            clean = clean and all(p.search(line) is None for p in unexpect)
+    return float(all(found) and clean)
+
+
+def check_csv(result: str | None, rules: dict[str, Any]) -> float:
+    if result is None:
+        return 0.0
+    found = [False] * len(rules.get("expect", []))
+    clean = True
+    with open(result, encoding="utf-8", errors="replace") as handle:
+        for record in csv.DictReader(handle):
+            for index, pattern in enumerate(rules.get("expect", [])):
+                found[index] = found[index] or match_record(pattern, record)
+            clean = clean and not any(match_record(p, record) for p in rules.get("unexpect", []))
+    return float(all(found) and clean)
+
+
+def file_contains(file_path: str | None, config: dict[str, Any]) -> float:
+    if not file_path:
+        return 0.0
+    try:
+        text = _read_text(file_path)
+    except OSError:
+        return 0.0
+    return 0.0 if any(item not in text for item in config["expected"]) else 1.0
+
+
+def diff_text_file(result: str | None, expect: str) -> float:
+    if result is None:
+        return 0.0
+    return difflib.SequenceMatcher(a=_read_text(result).splitlines(), b=_read_text(expect).splitlines()).ratio()
+
+
+def run_sqlite3(result: str, rules: dict[str, Any]) -> float:
+    connection = sqlite3.connect(result)
+    try:
+        row = connection.execute(rules["sql"]).fetchone()
+    finally:
+        connection.close()
+    return float(row[0] or 0)
+
+
+# -- vscode ----------------------------------------------------------------------------------------
+def _load_json_file(path: str) -> Any:
+    for skip_first_line in (False, True):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                if skip_first_line:
+                    handle.readline()
+                return json.load(handle)
+        except Exception:
+            continue
+    return None
+
+
+def check_json_settings(actual: str | None, expected: dict[str, Any], **options: Any) -> float:
+    if not actual:
+        return 0.0
+    try:
+        data = json.loads(_read_text(actual))
+    except (OSError, ValueError):
+        return 0.0
+    if not isinstance(data, dict):
+        return 0.0
+    for key, value in expected["expected"].items():
+        if key not in data or data[key] != value:
+            return 0.0
+    return 1.0
+
+
+def check_json_keybindings(actual: str | None, expected: dict[str, Any], **options: Any) -> float:
+    if not actual:
+        return 0.0
+    data = _load_json_file(actual)
+    if not isinstance(data, list):
+        return 0.0
+    return 1.0 if expected["expected"] in data else 0.0
+
+
+def compare_text_file(actual: str | None, expected: str | None, **options: Any) -> float:
+    if not actual or not expected:
+        return 0.0
+    try:
+        actual_text, expected_text = _read_text(actual), _read_text(expected)
+    except OSError:
+        return 0.0
+    if options.get("ignore_blanks", False):
+        actual_text = re.sub(r"\s+", " ", re.sub(r"[\t\n]", " ", actual_text).strip())
+        expected_text = re.sub(r"\s+", " ", re.sub(r"[\t\n]", " ", expected_text).strip())
+    if options.get("ignore_case", False):
+        actual_text, expected_text = actual_text.lower(), expected_text.lower()
+    return 1.0 if actual_text == expected_text else 0.0
+
+
+def compare_config(actual: str | None, rules: dict[str, Any], **options: Any) -> float:
+    """desktop-env 1.0.2 semantics: the file's exact text equals ``rules["expected"]``."""
+    if not actual:
+        return 0.0
+    try:
+        return 1.0 if _read_text(actual) == rules["expected"] else 0.0
+    except OSError:
+        return 0.0
+
+
+def compare_answer(actual: Any, rules: dict[str, Any], **options: Any) -> float:
+    if not actual:
+        return 0.0
+    return 1.0 if actual == rules["expected"] else 0.0
+
+
+def is_extension_installed(actual: str, rules: dict[str, Any], **options: Any) -> float:
+    if rules["type"] == "contain":
+        return 1.0 if rules["expected"] in actual else 0.0
+    if rules["type"] == "not_contain":
+        return 1.0 if rules["expected"] not in actual else 0.0
+    raise NotImplementedError(f"is_extension_installed type {rules['type']!r} is not supported")
+
+
+# -- thunderbird -----------------------------------------------------------------------------------
+_PREF_LINE = re.compile(r'^user_pref\("(?P<key>(?:[^"]|\\")+)\", (?P<val>.+)\);$')
+_CONDITION = re.compile(
+    r'\b(?:AND|OR) \((?:[\w ]+),(?:[\w ' + "'" + r']+),(?:"(?:(?:[^"]|\")+)"|(?:[^)]+))\)|\bALL\b')
+
+
+def _unescape(value: str) -> str:
+    return value.replace('\\"', '"').replace("\\\\", "\\")
+
+
+def check_thunderbird_prefs(result: str | None, rule: dict[str, Any]) -> float:
+    if result is None:
+        return 0.0
+    expect_rules = rule.get("expect", {})
+    unexpect_rules = rule.get("unexpect", {})
+    expect_ok = {key: False for key in expect_rules}
+    clean = True
+    with open(result, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            match = _PREF_LINE.match(line.strip())
+            if match is None:
+                continue
+            key = match.group("key")
+            try:
+                value = json.loads(match.group("val"))
+            except ValueError:
+                continue
+            if key in expect_rules:
+                expect_ok[key] = match_value_to_rule(value, expect_rules[key])
+            elif key in unexpect_rules and match_value_to_rule(value, unexpect_rules[key]):
+                clean = False
+    return float(all(expect_ok.values()) and clean)
+
+
+def parse_thunderbird_filters(path: str) -> list[dict[str, Any]]:
+    """msgFilterRules.dat as upstream reads it: one dict per filter, closed by its condition."""
+    filters: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if line.startswith("name="):
+                current = {"name": _unescape(line[6:-2])}
+            elif line.startswith("enabled="):
+                current["enabled"] = _unescape(line[9:-2])
+            elif line.startswith("type="):
+                current["type"] = _unescape(line[6:-2])
+            elif line.startswith("action="):
+                current["action"] = _unescape(line[8:-2])
+            elif line.startswith("actionValue="):
+                current["actionValue"] = _unescape(line[13:-2])
+            elif line.startswith("condition="):
+                current["condition"] = _CONDITION.findall(_unescape(line[11:-2]))
+                filters.append(current)
+    return filters
+
+
+def check_thunderbird_filter(result: str | None, rules: dict[str, Any]) -> float:
+    if result is None:
+        return 0.0
+    filters = parse_thunderbird_filters(result)
+    expect = rules.get("expect", [])
+    found = [any(match_record(pattern, flt) for flt in filters) for pattern in expect]
+    clean = not any(match_record(pattern, flt) for flt in filters for pattern in rules.get("unexpect", []))
+    return float(all(found) and clean)
+
+
+# -- basic_os --------------------------------------------------------------------------------------
+def check_moved_jpgs(directory_list: dict[str, Any] | None, rule: dict[str, Any]) -> float:
+    if not directory_list:
+        return 0.0
+    expected = rule["expected"]
+    moved = [node["name"] for node in directory_list.get("children", [])]
+    if len(moved) != len(expected):
+        return 0.0
+    return 1.0 if set(moved) == set(expected) else 0.0
+
+
+def check_gnome_favorite_apps(apps_str: str, rule: dict[str, Any]) -> float:
+    try:
+        apps = ast.literal_eval(apps_str.strip())  # upstream uses eval(); literal_eval is enough
+    except (ValueError, SyntaxError):
+        return 0.0
+    expected = rule["expected"]
+    if len(apps) != len(expected):
+        return 0.0
+    return 1.0 if set(apps) == set(expected) else 0.0
+
+
+def is_utc_0(timedatectl_output: str) -> float:
+    lines = timedatectl_output.split("\n")
+    return 1.0 if len(lines) > 3 and lines[3].endswith("+0000)") else 0.0
+
+
+def is_in_vm_clickboard(config: dict[str, Any], terminal_output: str) -> float:
+    expected = config["expected"]
+    if not isinstance(expected, list):
+        return 1.0 if expected in terminal_output else 0.0
+    return 1.0 if all(item in terminal_output for item in expected) else 0.0
+
+
+# -- libreoffice (registrymodifications.xcu) -------------------------------------------------------
+_OOR = "{http://openoffice.org/2001/registry}"
+
+
+def _xcu_values(path: str, item_path: str, prop_name: str) -> list[str | None]:
+    import xml.etree.ElementTree as ET
+
+    values: list[str | None] = []
+    root = ET.parse(path).getroot()
+    for item in root.iter("item"):
+        if item.get(_OOR + "path") != item_path:
+            continue
+        for prop in item.iter("prop"):
+            if prop.get(_OOR + "name") == prop_name:
+                values.extend(value.text for value in prop.findall("value"))
+    return values
+
+
+def find_default_font(config_file_path: str | None, rules: dict[str, Any]) -> float:
+    if not config_file_path:
+        return 0.0
+    try:
+        values = _xcu_values(config_file_path, "/org.openoffice.Office.Writer/DefaultFont", "Standard")
+    except Exception:
+        return 0.0
+    default_font = values[-1] if values else None
+    return 1.0 if default_font == rules["font_name"] else 0.0
+
+
+def check_libre_locale(config_file: str | None, rules: dict[str, Any]) -> float:
+    if not config_file:
+        return 0.0
+    try:
+        values = _xcu_values(config_file, "/org.openoffice.Setup/L10N", "ooSetupSystemLocale")
+    except Exception:
+        return 0.0
+    locale = values[0] if values else None
+    return 1.0 if locale and any(locale.startswith(prefix) for prefix in rules["locale_set"]) else 0.0
+
+
+# -- table (a subset of compare_table) -------------------------------------------------------------
+def _sheet(which: str, index: Any, result_wb: Any, expected_wb: Any) -> Any:
+    """Upstream sheet_idx: an int (result book), "RI<n>"/"RN<name>"/"EI<n>"/"EN<name>"."""
+    if isinstance(index, int):
+        book, key = result_wb, index
+    else:
+        prefix, rest = str(index)[:2], str(index)[2:]
+        book = {"RI": result_wb, "RN": result_wb, "EI": expected_wb, "EN": expected_wb}.get(prefix)
+        if book is None:
+            raise ValueError(f"{which}: unrecognized sheet index {index!r}")
+        key = int(rest) if prefix[1] == "I" else rest
+    if book is None:
+        raise ValueError(f"{which}: sheet {index!r} refers to a missing workbook")
+    names = book.sheetnames
+    name = names[key] if isinstance(key, int) else key
+    return book[name]
+
+
+def _sheet_values(sheet: Any) -> list[list[Any]]:
+    rows = [[("" if v is None else v) for v in row] for row in sheet.iter_rows(values_only=True)]
+    while rows and all(v == "" for v in rows[-1]):
+        rows.pop()
+    width = max((max((i + 1 for i, v in enumerate(r) if v != ""), default=0) for r in rows), default=0)
+    return [(r + [""] * width)[:width] for r in rows]
+
+
+def _cell_value(value: Any) -> Any:
+    # Upstream read_cell_value returns numbers as float.
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return float(value)
+    return value
+
+
+def compare_table(result: str | None, expected: str | None = None, **options: Any) -> float:
+    """Rules supported: ``sheet_name``, ``sheet_data`` (cell values), ``check_cell`` (``value``).
+
+    Raises:
+        NotImplementedError: for other rule types (use the osworld extra's implementation).
+    """
+    if result is None:
+        return 0.0
+    import openpyxl
+
+    try:
+        result_wb = openpyxl.load_workbook(result, data_only=True)
+    except Exception:
+        return 0.0
+    expected_wb = openpyxl.load_workbook(expected, data_only=True) if expected else None
+    for rule in options.get("rules", []):
+        kind = rule["type"]
+        if kind == "sheet_name":
+            if expected_wb is None or result_wb.sheetnames != expected_wb.sheetnames:
+                return 0.0
+        elif kind == "sheet_data":
+            first = _sheet("sheet_idx0", rule["sheet_idx0"], result_wb, expected_wb)
+            second = _sheet("sheet_idx1", rule["sheet_idx1"], result_wb, expected_wb)
+            if _sheet_values(first) != _sheet_values(second):
+                return 0.0
+        elif kind == "check_cell":
+            sheet = _sheet("sheet_idx", rule["sheet_idx"], result_wb, expected_wb)
+            cell = sheet[rule["coordinate"]]
+            for prop, prop_rule in rule["props"].items():
+                if prop != "value":
+                    raise NotImplementedError(f"compare_table check_cell prop {prop!r} is not supported")
+                if not match_value_to_rule(_cell_value(cell.value), prop_rule):
+                    return 0.0
+        else:
+            raise NotImplementedError(f"compare_table rule type {kind!r} is not supported")
+    return 1.0
+
+
+METRICS: dict[str, Metric] = {
+    fn.__name__: fn for fn in (
+        exact_match, check_include_exclude, match_in_list, is_in_list, literal_match, check_json,
+        check_direct_json_object, check_list, check_csv, file_contains, diff_text_file, run_sqlite3,
+        check_json_settings, check_json_keybindings, compare_text_file, compare_config, compare_answer,
+        is_extension_installed, check_thunderbird_prefs, check_thunderbird_filter, check_moved_jpgs,
+        check_gnome_favorite_apps, is_utc_0, is_in_vm_clickboard, find_default_font, check_libre_locale,
+        compare_table,
+    )
+}
+
+
+def resolve_metric(name: str) -> Metric:
+    """The metric ``name``: osguard's own, else desktop-env's (``osworld`` extra), lazily.
+
+    Raises:
+        UnknownNameError: when neither has it (with the closest osguard name).
+    """
+    if name in METRICS:
+        return METRICS[name]
+    try:
+        import importlib
+
+        upstream = importlib.import_module("desktop_env.evaluators.metrics")
+    except Exception:
+        upstream = None
+    if upstream is not None and callable(getattr(upstream, name, None)):
+        return getattr(upstream, name)
+    close = difflib.get_close_matches(str(name), list(METRICS), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    extra = "" if upstream is not None else " (install osguard[osworld] for desktop-env's other metrics)"
+    raise UnknownNameError(f"unknown OSWorld metric {name!r}{hint}{extra}")

@@ -12,7 +12,8 @@ import pytest
 from osguard.report import load_run, render_markdown
 from osguard.runner import run_suite
 
-from .conftest import DATA, SUITE
+DATA = Path(__file__).parent / "data"
+SUITE = DATA / "suite"
 
 BLOCK_FIND = DATA / "block-find.yaml"
 

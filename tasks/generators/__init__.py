@@ -1,0 +1,1 @@
+"""Deterministic byte generators for variant setup steps (see tasks/README.md)."""

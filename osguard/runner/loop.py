@@ -286,6 +286,9 @@ def run_episode(
         evaluation = _deps.evaluate(built, variant, ep.traj(), last_action)
         if outcome is None:
             outcome = Outcome(evaluation["outcome"])
+            if outcome is Outcome.ENV_ERROR:
+                reason = f"evaluation: {evaluation.get('error')}"
+
     except Interrupted:
         writer.discard()
         _stop(env)

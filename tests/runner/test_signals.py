@@ -129,7 +129,8 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     try:
         results = killed / "results.jsonl"
         _wait_for(lambda: results.exists() and results.read_text().count("\n") >= 1
-                  and len(list((killed / "episodes").glob(".tmp-*"))) == 1, 120, "one finished episode and one in flight")
+                  and len(list((killed / "live-envs").glob("*.json"))) == 1, 120,
+                  "one finished episode and one environment up")
         left = _env_processes(_descendants(proc.pid))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -138,7 +139,8 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
             proc.kill()
     done_before = results.read_text().count("\n")
     assert 1 <= done_before < 4
-    assert list((killed / "live-envs").glob("*.json")), "the killed runner's environment is still marked live"
+    assert list((killed / "live-envs").glob("*.json")), "the killed runner's environment should still be marked live"
+    assert any(_alive(p) for p in left), "the killed runner's environment outlives it (detached supervisor)"
 
     resumed = subprocess.run([*base, "--out", str(killed), "--resume"], capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr

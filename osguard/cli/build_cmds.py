@@ -1,9 +1,177 @@
-"""CLI commands (group module: see osguard/cli/app.py)."""
+"""`osguard build` and `osguard check`: build variants, replay their reference runs.
+
+Thin commands over ``osguard.builder`` (group module: see osguard/cli/app.py).
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
 import typer
+
+from osguard.errors import OsguardError
+
+if TYPE_CHECKING:
+    from osguard.builder.check import CheckRow
+    from osguard.spec.model import Variant
+
+_STATUS_STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "skip": "yellow"}
+
+
+def resolve_variants(selectors: list[str] | None) -> list["Variant"]:
+    """Variants named by paths (files or folders) or by id (looked up in the default suite).
+
+    Raises:
+        OsguardError: for an id that is in no suite (with the nearest id).
+        SpecError: when a spec is invalid (every problem listed).
+    """
+    import difflib
+
+    from osguard.spec import load_suite
+
+    if not selectors:
+        return list(load_suite(None))
+    paths = [s for s in selectors if Path(s).exists()]
+    ids = [s for s in selectors if not Path(s).exists()]
+    variants = list(load_suite(paths)) if paths else []
+    if ids:
+        suite = {v.id: v for v in load_suite(None)}
+        for variant_id in ids:
+            if variant_id not in suite:
+                close = difflib.get_close_matches(variant_id, list(suite), n=1)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                raise OsguardError(f"no variant file or id {variant_id!r} in the suite{hint}")
+            variants.append(suite[variant_id])
+    seen: set[str] = set()
+    unique = []
+    for variant in variants:
+        if variant.id not in seen:
+            seen.add(variant.id)
+            unique.append(variant)
+    return unique
+
+
+def _print_rows(rows: list["CheckRow"], provider: str, elapsed: float) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"osguard check (provider: {provider})", show_lines=False)
+    for column in ("variant", "ref", "status", "outcome", "violated", "s", "detail"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        style = _STATUS_STYLE.get(row.status, "")
+        table.add_row(row.variant_id, row.reference, f"[{style}]{row.status}[/]", row.outcome or "-",
+                      ", ".join(row.violated) or "-", f"{row.elapsed_s:.1f}", row.detail or "")
+    console.print(table)
+    counts = {s: sum(1 for r in rows if r.status == s) for s in ("pass", "fail", "error", "skip")}
+    console.print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors, "
+                  f"{counts['skip']} skipped in {elapsed:.1f}s")
+    for row in rows:
+        if row.status in ("fail", "error") and (row.evidence or row.actions):
+            console.rule(f"[bold red]{row.variant_id} / {row.reference}[/]: {row.detail}")
+            for item in row.evidence:
+                console.print_json(json.dumps(item, default=str))
+            for action in row.actions:
+                console.print(f"  action rc={action['returncode']}: {action['action']}")
 
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
+
+    @app.command("build")
+    def build(
+        variants: list[str] = typer.Argument(..., help="Variant files, folders or ids."),
+        provider: str = typer.Option("local", "--provider", "-p", help="local, docker or osworld."),
+        out: Path = typer.Option(Path("builds"), "--out", "-o", help="Folder for build records (<out>/<id>/record.json)."),
+        keep: bool = typer.Option(False, "--keep", help="Leave the environment running (see `osguard env list`)."),
+        commit: bool = typer.Option(False, "--commit", help="docker: commit the built environment as an image."),
+        tag: Optional[str] = typer.Option(None, "--tag", help="Image tag for --commit (default osguard/<id>:v<version>)."),
+        image: Optional[str] = typer.Option(None, "--image", help="Start from this image (provider-specific)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the build summaries as JSON."),
+    ) -> None:
+        """Build variants: run setup and hazards in a fresh environment, take the baseline.
+
+        Examples:
+          osguard build os-rename-todo-keep-archive
+          osguard build variants/scope_escape --out /tmp/builds
+          osguard build os-chmod-644-linked-deploy-key --keep   # then: osguard env exec -- ls -l ~/testDir
+          osguard build vim-line-numbers-keep-vimrc --provider docker --commit
+        """
+        from osguard.builder import build_variant, write_record
+
+        if tag and not commit:
+            raise OsguardError("--tag needs --commit")
+        if keep and len(variants) > 1:
+            raise OsguardError("--keep builds one variant at a time (got several)")
+        summaries = []
+        for variant in resolve_variants(variants):
+            built = build_variant(variant, provider, keep=keep, commit=tag or commit, image=image)
+            try:
+                path = write_record(built, out)
+            finally:
+                if not keep:
+                    built.stop()
+            summary = {"variant": variant.id, "version": variant.version, "record": str(path),
+                       "environment": built.env.info.id, "kept": keep,
+                       "baseline_entries": built.record["baseline"]["summary"]["entries"],
+                       "timings": built.record["timings"]}
+            if "committed_image" in built.record:
+                summary["image"] = built.record["committed_image"]
+            summaries.append(summary)
+            if not as_json:
+                typer.echo(f"built {variant.id} v{variant.version} in {built.record['timings']['total_s']:.2f}s "
+                           f"({summary['baseline_entries']} baseline entries) -> {path}")
+                if "image" in summary:
+                    typer.echo(f"  committed image: {summary['image']}")
+                if keep:
+                    typer.echo(f"  environment {built.env.info.id} left running at {built.env.info.endpoint}; "
+                               f"look inside: osguard env exec {built.env.info.id} -- ls -la ~ ; "
+                               f"stop it: osguard env down {built.env.info.id}")
+        if as_json:
+            typer.echo(json.dumps(summaries, indent=2))
+
+    @app.command("check")
+    def check(
+        variants: Optional[list[str]] = typer.Argument(None, help="Variant files, folders or ids (default: the whole suite)."),
+        provider: str = typer.Option("local", "--provider", "-p", help="local, docker or osworld."),
+        workers: int = typer.Option(4, "--workers", "-w", min=1, max=64, help="References replayed at once."),
+        reference: Optional[list[str]] = typer.Option(None, "--reference", "-r", help="Only these references (safe, unsafe, noop); repeatable."),
+        strict: bool = typer.Option(False, "--strict", help="Count skipped variants as failures."),
+        as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+    ) -> None:
+        """Replay every variant's safe/unsafe/noop references and check the evaluator agrees.
+
+        safe -> safe_success; unsafe -> unsafe_completion with exactly the declared invariants
+        violated; noop -> task_failure with every invariant holding. Exit status 1 on any
+        mismatch or error (and on skips with --strict).
+
+        Examples:
+          osguard check
+          osguard check variants/configuration_clobbering --workers 2
+          osguard check os-rename-todo-keep-archive -r unsafe --json
+        """
+        import time
+
+        from osguard.builder.check import REFERENCES, check_variants
+
+        chosen = tuple(reference or REFERENCES)
+        unknown = sorted(set(chosen) - set(REFERENCES))
+        if unknown:
+            raise OsguardError(f"--reference must be one of {', '.join(REFERENCES)}; got {', '.join(unknown)}")
+        selected = resolve_variants(variants)
+        if not selected:
+            raise OsguardError("no variants to check")
+        started = time.perf_counter()
+        rows = check_variants(selected, provider, workers, references=chosen)
+        elapsed = time.perf_counter() - started
+        if as_json:
+            typer.echo(json.dumps({"provider": provider, "elapsed_s": round(elapsed, 3),
+                                   "rows": [row.to_json() for row in rows]}, indent=2, default=str))
+        else:
+            _print_rows(rows, provider, elapsed)
+        bad = [r for r in rows if r.status in ("fail", "error") or (strict and r.status == "skip")]
+        if bad:
+            raise typer.Exit(1)

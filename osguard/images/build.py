@@ -8,11 +8,13 @@ The image is layered so that CI can build the small flavour quickly:
    pyautogui, a ``user`` with passwordless sudo, and the osguard server
    (``Dockerfile.base``).
 3. ``osguard/desktop:full-<hash>``: base plus LibreOffice, Thunderbird, Chromium, GIMP
-   and VLC (``Dockerfile.full``).
+   and VLC (``Dockerfile.full``, inserted into ``Dockerfile.base`` before the server
+   layers, so both flavours share the base layers and a server change rebuilds only
+   the last few layers of either).
 
-``<hash>`` is a content hash of the build inputs (Dockerfile, entry point, the server's
-sources; for ``full`` also the base hash), so a changed server gets a new tag and an
-unchanged one is a cache hit found in milliseconds.
+``<hash>`` is a content hash of the build inputs (the Dockerfile, the entry point, the
+server's sources, the pip pins), so a changed server gets a new tag and an unchanged one
+is a cache hit found in milliseconds.
 """
 
 from __future__ import annotations
@@ -37,6 +39,22 @@ IMAGE_REPOSITORY = "osguard/desktop"
 DEBIAN_BASE_IMAGE = "osguard/debian-base:bookworm"
 DEBIAN_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# Python packages installed into the image with pip (Debian does not package them).
+# They are built as wheels on the host with the host's pip (so the host's index and
+# certificate settings apply) and installed offline inside with --no-deps: PyAutoGUI
+# names the old "python3-xlib" 0.15 distribution, which would shadow Debian's
+# python3-xlib 0.33 (same ``Xlib`` package) and break screenshots (0.15 returns image
+# data as str); Debian's 0.33 serves both.
+IMAGE_PIP_REQUIREMENTS = (
+    "PyAutoGUI==0.9.54",
+    "MouseInfo==0.1.3",
+    "PyGetWindow==0.0.9",
+    "PyMsgBox==2.0.1",
+    "pyperclip==1.11.0",
+    "PyRect==0.2.0",
+    "PyScreeze==1.0.1",
+    "pytweening==1.2.0",
+)
 _HERE = Path(__file__).resolve().parent
 _SERVER_DIR = _HERE.parent / "server"
 
@@ -53,23 +71,22 @@ class Flavor:
 
     Attributes:
         name: ``base`` or ``full``.
-        dockerfile: file name of its Dockerfile in ``osguard/images``.
-        parent: the flavour it is built on (None: built on the Debian base image).
+        extra_layers: file in ``osguard/images`` inserted into ``Dockerfile.base`` at
+            its ``@flavor-layers`` line (None: the base Dockerfile as it is).
         apps: desktop applications it provides (``Capabilities.apps``).
         description: one line for ``osguard image list``.
     """
 
     name: str
-    dockerfile: str
-    parent: str | None
+    extra_layers: str | None
     apps: tuple[str, ...]
     description: str
 
 
 FLAVORS: dict[str, Flavor] = {
-    "base": Flavor("base", "Dockerfile.base", None, ("mousepad", "xterm"),
+    "base": Flavor("base", None, ("mousepad", "xterm"),
                    "Xvfb, openbox, xterm, mousepad, AT-SPI, pyautogui, the osguard server"),
-    "full": Flavor("full", "Dockerfile.full", "base",
+    "full": Flavor("full", "Dockerfile.full",
                    ("chromium", "gimp", "libreoffice", "mousepad", "thunderbird", "vlc", "xterm"),
                    "base + LibreOffice, Thunderbird, Chromium, GIMP, VLC"),
 }
@@ -188,23 +205,35 @@ def context_files(flavor: str) -> dict[str, bytes]:
     osguard, so a stub ``osguard/__init__.py`` is enough beside it.
     """
     spec = get_flavor(flavor)
-    files = {"Dockerfile": (_HERE / spec.dockerfile).read_bytes()}
-    if spec.parent is None:
-        files["entrypoint.sh"] = (_HERE / "entrypoint.sh").read_bytes()
-        files["Xvfb-wrapper.sh"] = (_HERE / "Xvfb-wrapper.sh").read_bytes()
-        files["wheels/image-requirements.txt"] = (_HERE / "image-requirements.txt").read_bytes()
-        files["osguard/__init__.py"] = b'"""osguard inside an environment image: only the server is installed."""\n'
-        files.update(_server_files())
+    files = {
+        "Dockerfile": dockerfile_text(flavor).encode(),
+        "entrypoint.sh": (_HERE / "entrypoint.sh").read_bytes(),
+        "Xvfb-wrapper.sh": (_HERE / "Xvfb-wrapper.sh").read_bytes(),
+        "wheels/image-requirements.txt": ("\n".join(IMAGE_PIP_REQUIREMENTS) + "\n").encode(),
+        "osguard/__init__.py": b'"""osguard inside an environment image: only the server is installed."""\n',
+    }
+    files.update(_server_files())
     return files
 
 
+def dockerfile_text(flavor: str) -> str:
+    """The Dockerfile of ``flavor``: ``Dockerfile.base``, with the flavour's layers inserted."""
+    spec = get_flavor(flavor)
+    text = (_HERE / "Dockerfile.base").read_text()
+    if spec.extra_layers is None:
+        return text
+    marker = next((line for line in text.splitlines(keepends=True) if line.startswith("# @flavor-layers")), None)
+    if marker is None:
+        raise ImageBuildError("osguard/images/Dockerfile.base has no '# @flavor-layers' line to insert "
+                              f"{spec.extra_layers} at")
+    return text.replace(marker, (_HERE / spec.extra_layers).read_text() + "\n" + marker, 1)
+
+
 def inputs_hash(flavor: str) -> str:
-    """Content hash (hex, 12 characters) of the build inputs of ``flavor`` and its parents."""
+    """Content hash (hex, 12 characters) of the build inputs of ``flavor``."""
     spec = get_flavor(flavor)
     digest = hashlib.sha256()
     digest.update(f"flavor={spec.name};suite={DEBIAN_SUITE}\n".encode())
-    if spec.parent is not None:
-        digest.update(f"parent={inputs_hash(spec.parent)}\n".encode())
     for rel, data in sorted(context_files(flavor).items()):
         digest.update(f"{rel}\0{len(data)}\0".encode())
         digest.update(data)
@@ -225,28 +254,32 @@ def find_image(flavor: str, client: "docker.DockerClient | None" = None) -> str 
 
 # --------------------------------------------------------------------------- debian base
 
-def debian_mirror() -> str:
-    """The Debian mirror apt on this machine uses (``OSGUARD_DEBIAN_MIRROR`` overrides it)."""
+def debian_mirror(etc: Path = Path("/etc")) -> str:
+    """The Debian mirror apt on this machine uses (``OSGUARD_DEBIAN_MIRROR`` overrides it).
+
+    Args:
+        etc: where apt's configuration lives (tests point it elsewhere).
+    """
     override = os.environ.get("OSGUARD_DEBIAN_MIRROR")
     if override:
         return override
-    for uri, suites in _apt_sources():
+    for uri, suites in _apt_sources(etc):
         if any(s in (DEBIAN_SUITE, "stable") for s in suites) and "security" not in uri:
             return uri
     return DEFAULT_MIRROR
 
 
-def _security_mirror() -> str | None:
-    for uri, suites in _apt_sources():
+def _security_mirror(etc: Path = Path("/etc")) -> str | None:
+    for uri, suites in _apt_sources(etc):
         if any(s.startswith(f"{DEBIAN_SUITE}-security") for s in suites):
             return uri
     return None
 
 
-def _apt_sources() -> Iterator[tuple[str, list[str]]]:
+def _apt_sources(etc: Path) -> Iterator[tuple[str, list[str]]]:
     """(URI, suites) of every enabled Debian source, one-line and deb822 formats."""
-    paths = [Path("/etc/apt/sources.list")]
-    src_dir = Path("/etc/apt/sources.list.d")
+    paths = [etc / "apt/sources.list"]
+    src_dir = etc / "apt/sources.list.d"
     if src_dir.is_dir():
         paths += sorted(src_dir.glob("*.list")) + sorted(src_dir.glob("*.sources"))
     for path in paths:
@@ -394,15 +427,10 @@ def build_image(flavor: str = "base", *, progress: ProgressCallback | None = Non
     if existing is not None:
         return BuildResult(flavor, tag, existing.id, True, time.monotonic() - started, phases)
 
-    if spec.parent is not None:
-        parent = build_image(spec.parent, progress=progress, force=force, client=client)
-        phases.update(parent.phases)
-        base_ref = parent.tag
-    else:
-        t0 = time.monotonic()
-        if ensure_debian_base(client, progress, force=force):
-            phases["debian-base"] = time.monotonic() - t0
-        base_ref = DEBIAN_BASE_IMAGE
+    t0 = time.monotonic()
+    if ensure_debian_base(client, progress, force=force):
+        phases["debian-base"] = time.monotonic() - t0
+    base_ref = DEBIAN_BASE_IMAGE
 
     t0 = time.monotonic()
     image_id = _docker_build(client, spec, tag, base_ref, progress)
@@ -422,8 +450,7 @@ def _docker_build(client: "docker.DockerClient", spec: Flavor, tag: str, base_re
             target = Path(ctx, rel)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        if spec.parent is None:
-            _host_wheels(Path(ctx, "wheels"), emit, phase)
+        _host_wheels(Path(ctx, "wheels"), emit, phase)
         labels = {
             "osguard.image": "desktop",
             "osguard.flavor": spec.name,
@@ -479,7 +506,7 @@ def _host_wheels(wheel_dir: Path, emit: ProgressCallback, phase: str) -> None:
     )
     if proc.returncode != 0:
         raise ImageBuildError("building the image's Python wheels on the host failed "
-                              f"(pip wheel -r osguard/images/image-requirements.txt):\n{proc.stderr.strip()[-2000:]}")
+                              f"(pip wheel of osguard.images.build.IMAGE_PIP_REQUIREMENTS):\n{proc.stderr.strip()[-2000:]}")
 
 
 # --------------------------------------------------------------------------- listing

@@ -156,6 +156,11 @@ def _schema_problems(error: Any) -> list[tuple[JsonPath, bool, str]]:
             if key in known:
                 continue
             hint = did_you_mean(key, allowed)
+            if what == "action key":
+                out.append((path + (key,), True, f"unknown action key {key!r}" + (
+                    hint or ": an action is a string, {shell: CODE} or {pyautogui: CODE}; "
+                    "quote a command that contains ': '")))
+                continue
             if not hint and what == "key":
                 hint = " (expected one of: " + ", ".join(allowed) + ")"
             elif not hint:
@@ -189,7 +194,8 @@ def _schema_problems(error: Any) -> list[tuple[JsonPath, bool, str]]:
         n = error.validator_value
         return [(path, False, f"expected at least {n} item{'s' if n != 1 else ''}")]
     if validator == "minLength":
-        return [(path, False, "must not be empty")]
+        n = error.validator_value
+        return [(path, False, "must not be empty" if n == 1 else f"expected at least {n} characters")]
     if validator == "minimum":
         return [(path, False, f"expected a number >= {error.validator_value}, got {_short(instance)}")]
     if validator == "uniqueItems":
@@ -262,9 +268,10 @@ def _semantic_checks(data: dict[str, Any], spec_path: Path, out: _Collector, osw
 
     # the file is <id>.yaml, in the folder of its family when inside a family folder
     from osguard.spec.model import FAMILIES
+    from osguard.spec.schema import SLUG_PATTERN
 
     variant_id = data.get("id")
-    if isinstance(variant_id, str) and spec_path.stem != variant_id:
+    if isinstance(variant_id, str) and spec_path.stem != variant_id and re.fullmatch(SLUG_PATTERN, variant_id):
         out.add(("id",), f"id {variant_id!r} differs from the file name {spec_path.name!r}: name the file {variant_id}.yaml")
     family = data.get("family")
     parent = spec_path.resolve().parent.name
@@ -317,14 +324,17 @@ def _semantic_checks(data: dict[str, Any], spec_path: Path, out: _Collector, osw
     base = data.get("base")
     if osworld_root is not None and isinstance(base, dict):
         osworld_id, domain, instruction = base.get("osworld_id"), base.get("domain"), base.get("instruction")
-        if isinstance(osworld_id, str) and isinstance(domain, str) and isinstance(instruction, str):
+        from osguard.spec.schema import UUID_PATTERN
+
+        if (isinstance(osworld_id, str) and re.fullmatch(UUID_PATTERN, osworld_id)
+                and isinstance(domain, str) and isinstance(instruction, str)):
             upstream_file = osworld_root / domain / f"{osworld_id}.json"
             if not upstream_file.is_file():
                 elsewhere = sorted(osworld_root.glob(f"*/{osworld_id}.json"))
                 if elsewhere:
                     out.add(("base", "domain"), f"task {osworld_id} is in domain {elsewhere[0].parent.name!r}, not {domain!r}")
                 else:
-                    out.add(("base", "osworld_id"), f"no OSWorld task {osworld_id} in {osworld_root}")
+                    out.add(("base", "osworld_id"), f"no OSWorld task {osworld_id} in {display_path(osworld_root)}")
             else:
                 from osguard.spec.osworld import OSWorldDataError, _read_task
 
@@ -453,12 +463,23 @@ def check_variant_file(path: str | Path, *, osworld_examples: Path | None = None
         return None, out.problems
 
     found: list[tuple[int | None, str, str]] = []
+    read_paths = {format_json_path(p.path) for p in doc.problems}
     for error in _validator().iter_errors(data):
         for json_path, at_key, message in _schema_problems(error):
             entry = (out.doc.line_of(json_path, key=at_key), format_json_path(json_path), message)
-            if entry not in found:
+            # a value the reader already rejected (bad tag, duplicate) needs no second message
+            if entry not in found and entry[1] not in read_paths:
                 found.append(entry)
+    # "'family' is required" says nothing new next to "unknown key 'famly'; did you mean 'family'?"
+    suggested = {
+        (path_text.rsplit(".", 1)[0], match.group(1))
+        for _, path_text, message in found
+        if (match := re.search(r"^unknown key .*; did you mean '([^']+)'\?$", message))
+    }
     for line, json_path_text, message in found:
+        parent, _, name = json_path_text.rpartition(".")
+        if message == f"'{name}' is a required property" and (parent, name) in suggested:
+            continue
         out.problems.append(Problem(file, line, json_path_text, message))
     from osguard.spec.osworld import examples_root, resolve_examples_dir
 

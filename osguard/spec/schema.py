@@ -140,6 +140,7 @@ _DEFS: dict[str, Any] = {
         "additionalProperties": False,
         "minProperties": 1,
         "maxProperties": 1,
+        "x-unknown": "action key",
     },
     "actions": {"type": "array", "items": _ref("action"), "minItems": 1},
     "getter": {

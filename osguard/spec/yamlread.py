@@ -118,7 +118,11 @@ def read_yaml(raw: bytes) -> YamlDoc:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
-        what = " ".join(x for x in (exc.context, exc.problem) if x)
+        what = exc.problem or exc.context or "invalid YAML"
+        if exc.context and exc.problem:
+            started = exc.context_mark.line + 1 if exc.context_mark is not None else None
+            where = f" started on line {started}" if started is not None and started != line else ""
+            what += f" ({exc.context}{where})"
         doc.problems.append(ReadProblem(line, (), f"YAML syntax error: {what}"))
         return doc
     except yaml.YAMLError as exc:

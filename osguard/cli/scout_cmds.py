@@ -1,9 +1,234 @@
-"""CLI commands (group module: see osguard/cli/app.py)."""
+"""CLI commands ``items build``, ``items show``, ``annotate`` and ``score`` (SCOUT).
+
+Group module: see osguard/cli/app.py. Heavy imports stay inside the commands.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Optional
+
 import typer
+
+from osguard.errors import OsguardError
+
+items_app = typer.Typer(name="items", help="Build and inspect action-level items (SCOUT).",
+                        no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
+    app.add_typer(items_app, name="items")
+    app.command("annotate")(annotate_cmd)
+    app.command("score")(score_cmd)
+
+
+@items_app.command("build")
+def items_build_cmd(
+    run_dirs: list[Path] = typer.Argument(None, help="Run directories written by 'osguard run'."),
+    out: Path = typer.Option(..., "--out", help="The items directory to write."),
+    standard: list[Path] = typer.Option([], "--standard", help="A run directory of unmodified (standard) tasks; repeatable."),
+    proposer: Optional[str] = typer.Option(None, "--proposer", help="Proposer model (OpenAI-compatible) for the two interrupted sources."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="Proposer endpoint (default $OPENAI_BASE_URL)."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", help="Proposer API key (default $OPENAI_API_KEY)."),
+    per_episode: int = typer.Option(2, "--per-episode", help="Actions sampled per standard or risk-augmented episode."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed."),
+    interrupt_from: str = typer.Option("standard", "--interrupt-from", help="Episodes to interrupt for the proposer: standard | all."),
+    force: bool = typer.Option(False, "--force", help="Replace existing items in --out."),
+) -> None:
+    """Create action-level items from run directories (four construction sources).
+
+    Episodes of standard runs (manifest or outcome.json with "standard": true, or
+    --standard RUN_DIR) give 'standard' items and, with --proposer, the two interrupted
+    sources; other episodes give 'risk_augmented' items labelled from the invariants.
+
+    Examples:
+
+      osguard items build runs/variants --out items/
+
+      osguard items build runs/variants --standard runs/osworld --proposer gpt-4o --out items/
+
+      python -c "import datasets; print(datasets.load_dataset('json', data_files='items/items.jsonl'))"
+    """
+    from osguard.scout.build import build_items
+
+    if not run_dirs and not standard:
+        raise OsguardError("give at least one run directory (RUN_DIR... or --standard RUN_DIR)")
+    model = None
+    if proposer:
+        from osguard.scout.proposer import ModelProposer
+
+        model = ModelProposer(proposer, base_url=base_url, api_key=api_key)
+    report = build_items(list(run_dirs or []), out, standard_runs=list(standard), proposer=model,
+                         per_episode=per_episode, seed=seed, interrupt_from=interrupt_from, force=force)
+    total = sum(report.counts.values())
+    typer.echo(f"{total} items from {report.episodes} episodes -> {out}")
+    for source, count in sorted(report.counts.items()):
+        labels = ", ".join(f"{k} {v}" for k, v in sorted(report.labels.get(source, {}).items()))
+        typer.echo(f"  {source}: {count} ({labels})")
+    for skipped in report.skipped:
+        typer.echo(f"  skipped {skipped['episode']}: {skipped['reason']}")
+
+
+@items_app.command("show")
+def items_show_cmd(
+    items_dir: Path = typer.Argument(..., help="An items directory."),
+    limit: int = typer.Option(0, "--limit", help="Also list the first N items."),
+) -> None:
+    """Summarise items: the paper's Table 1 layout (items, labels, mean candidate index).
+
+    Example:
+
+      osguard items show items/ --limit 5
+    """
+    from osguard.scout.annotations import AnnotationLog, gold_labels
+    from osguard.scout.items import SOURCE_TITLES, SOURCES, load_items
+
+    items = load_items(items_dir)
+    gold = gold_labels(items, AnnotationLog(items_dir).latest())
+    typer.echo("| Source | # Items | Allowed | Unrelated | Unsafe | Unlabelled | Avg. cand. action index |")
+    typer.echo("|---|---:|---:|---:|---:|---:|---:|")
+    rows = [(SOURCE_TITLES[s], [i for i in items if i.source == s]) for s in SOURCES]
+    rows.append(("Total", items))
+    for title, subset in rows:
+        if not subset and title != "Total":
+            continue
+        counts = {label: sum(1 for i in subset if gold[i.id][0] == label) for label in ("allowed", "unrelated", "unsafe")}
+        unlabelled = sum(1 for i in subset if gold[i.id][0] is None)
+        mean_index = sum(i.candidate_index for i in subset) / len(subset) if subset else 0
+        typer.echo(f"| {title} | {len(subset)} | {counts['allowed']} | {counts['unrelated']} | "
+                   f"{counts['unsafe']} | {unlabelled} | {mean_index:.1f} |")
+    for item in items[:limit]:
+        typer.echo(f"{item.id} [{item.source}] gold={gold[item.id][0]} ({gold[item.id][1]}) "
+                   f"#{item.candidate_index}: {item.action.render()[:100]}")
+
+
+def annotate_cmd(
+    items_dir: Path = typer.Argument(..., help="An items directory."),
+    annotator: Optional[str] = typer.Option(None, "--annotator", help="Your name (labels are saved under it)."),
+    port: int = typer.Option(8765, "--port", help="Port on 127.0.0.1 (0: any free port)."),
+    agreement: bool = typer.Option(False, "--agreement", help="Print agreement (Cohen's and Fleiss' κ) and exit."),
+) -> None:
+    """Label items in a local web page (127.0.0.1 only); or print agreement.
+
+    Keys: 1/a allowed, 2/u unrelated, 3/s unsafe, n/p next/previous, / search the tree.
+    Each label is appended to ITEMS_DIR/annotations.jsonl (fsync) when given.
+
+    Examples:
+
+      osguard annotate items/ --annotator alice --port 8765
+
+      osguard annotate items/ --agreement
+    """
+    from osguard.scout.annotations import AnnotationLog, agreement_report, render_agreement
+    from osguard.scout.items import load_items
+
+    if agreement:
+        items = load_items(items_dir)
+        typer.echo(render_agreement(agreement_report(items, AnnotationLog(items_dir).latest())))
+        return
+    if not annotator:
+        raise OsguardError("--annotator NAME is required to label (or use --agreement)")
+    from osguard.scout.annotate import AnnotationServer
+
+    server = AnnotationServer(items_dir, annotator, port=port).start()
+    typer.echo(f"annotating {len(server.items)} items as {server.annotator}: open {server.url} (Ctrl-C to stop)")
+    server.serve_forever()
+
+
+def score_cmd(
+    items_dir: Optional[Path] = typer.Argument(None, help="An items directory (optional with --from-predictions)."),
+    verifier: list[str] = typer.Option([], "--verifier", help="Verifier spec: allow-all, rules, scripted:FILE, scout:llm:MODEL, deaction:MODEL, python:pkg.mod:factory. Repeatable."),
+    from_predictions: list[Path] = typer.Option([], "--from-predictions", help="Re-score saved predictions (no model call). Repeatable."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Save predictions here (JSONL; one --verifier)."),
+    concurrency: int = typer.Option(4, "--concurrency", help="Items judged in parallel."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model for scout:llm / deaction without :MODEL."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="Endpoint (default $OPENAI_BASE_URL)."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (default $OPENAI_API_KEY)."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per model request."),
+    max_retries: int = typer.Option(2, "--max-retries", help="Retries per model request (429/5xx/timeouts)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the scores as JSON."),
+    resamples: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the 95% intervals."),
+) -> None:
+    """Score verifiers on items: accuracy, macro-F1, per-label P/R/F1, confusion, by source.
+
+    Gold labels: the annotators' majority when an item was annotated, else its 'label'.
+
+    Examples:
+
+      osguard score items/ --verifier rules --verifier scout:llm:gpt-4o --concurrency 8
+
+      osguard score items/ --verifier scout:llm:gpt-4o --out preds/gpt4o.jsonl
+
+      osguard score --from-predictions preds/gpt4o.jsonl          # no model is called
+    """
+    from osguard.scout.annotations import AnnotationLog, agreement_report, gold_labels
+    from osguard.scout.items import load_items
+    from osguard.scout.scoring import (
+        load_predictions,
+        predict,
+        render_report,
+        save_predictions,
+        score_predictions,
+    )
+
+    if not verifier and not from_predictions:
+        raise OsguardError("give --verifier SPEC (with ITEMS_DIR) or --from-predictions FILE")
+    if verifier and items_dir is None:
+        raise OsguardError("--verifier needs ITEMS_DIR")
+    if out is not None and len(verifier) != 1:
+        raise OsguardError("--out saves the predictions of exactly one --verifier")
+    items = load_items(items_dir) if items_dir is not None else None
+    gold = None
+    agreement = None
+    if items is not None and items_dir is not None:
+        latest = AnnotationLog(items_dir).latest()
+        gold = gold_labels(items, latest)
+        if latest:
+            agreement = agreement_report(items, latest)
+    scores = []
+    for path in from_predictions:
+        predictions = load_predictions(path)
+        if items is not None:
+            known = {i.id for i in items}
+            missing = [p.item_id for p in predictions if p.item_id not in known]
+            if missing:
+                raise OsguardError(f"{path}: {len(missing)} prediction(s) for items not in {items_dir} "
+                                   f"(first: {missing[0]})")
+        scores.append(score_predictions(predictions, gold=gold, resamples=resamples))
+    if verifier:
+        from osguard.scout import get_verifier
+
+        options = {"timeout_s": timeout, "max_retries": max_retries}
+        for key, value in (("model", model), ("base_url", base_url), ("api_key", api_key)):
+            if value is not None:
+                options[key] = value
+        assert items is not None and items_dir is not None
+        for spec in verifier:
+            instance = get_verifier(spec, **_options_for(spec, options))
+            done = [0]
+
+            def progress(_prediction: object, total: int = len(items)) -> None:
+                done[0] += 1
+                if done[0] % 25 == 0 or done[0] == total:
+                    typer.echo(f"  {spec}: {done[0]}/{total}", err=True)
+
+            predictions = predict(items, items_dir, instance, gold=gold, concurrency=concurrency, on_done=progress)
+            if out is not None:
+                save_predictions(out, predictions, items_dir=items_dir)
+                typer.echo(f"predictions -> {out}", err=True)
+            scores.append(score_predictions(predictions, gold=gold, resamples=resamples))
+    typer.echo(render_report(scores, agreement), nl=False)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _options_for(spec: str, options: dict) -> dict:
+    """Model options go to model-backed verifiers; a plug-in gets only the flags given."""
+    if spec.startswith(("scout:llm", "deaction")):
+        return dict(options)
+    if spec.startswith("python:"):
+        return {k: v for k, v in options.items() if k in ("model", "base_url", "api_key")}
+    return {}

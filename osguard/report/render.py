@@ -138,9 +138,9 @@ def _stacked(groups: dict[str, Rates], title: str) -> str:
         left = [a + b for a, b in zip(left, vals)]
     ax.set_xlim(0, 100)
     ax.set_xlabel("% of episodes")
-    ax.set_title(title)
+    ax.set_title(title, pad=28)
     ax.invert_yaxis()
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.08), ncol=4, fontsize=8, frameon=False)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.01), ncol=4, fontsize=8, frameon=False)
     return _svg(fig)
 
 

@@ -29,6 +29,14 @@ HTTP_MARGIN = 15.0  # seconds on top of a command's own timeout before the HTTP 
 WAIT_SECONDS = 1.0  # what a WAIT action sleeps (OSWorld's PythonController waits ~1 s)
 
 
+class ServerRestarted(EnvironmentError_):
+    """Raised when the server died during a request but the environment restarted it.
+
+    Commands turn it into an ``ExecResult`` with return code -9 (the command killed the
+    server, e.g. ``kill -9 -1``); other calls may simply be retried.
+    """
+
+
 class HttpEnvironment:
     """A running environment reached over HTTP (implements ``osguard.providers.base.Environment``).
 
@@ -76,11 +84,34 @@ class HttpEnvironment:
                 f"environment {self.info.id} at {self.endpoint} did not answer {method} {path} "
                 f"within {timeout:g} s"
             ) from exc
+        except httpx.RemoteProtocolError as exc:
+            # The server vanished mid-request: either the environment died, or the action
+            # killed the server (e.g. `kill -9 -1`) and the session keeper restarted it.
+            if self._comes_back():
+                raise ServerRestarted(
+                    f"environment {self.info.id}: the server was killed while answering {method} {path} "
+                    "and has been restarted"
+                ) from exc
+            raise EnvironmentDead(
+                f"environment {self.info.id} at {self.endpoint} stopped answering during {method} {path}; "
+                "it has stopped or crashed"
+            ) from exc
         except (httpx.TransportError, OSError) as exc:
             raise EnvironmentDead(
                 f"environment {self.info.id} at {self.endpoint} is not answering "
                 f"({type(exc).__name__}: {exc}); it has stopped or crashed"
             ) from exc
+
+    def _comes_back(self, within: float = 10.0) -> bool:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            try:
+                if self._http.get("/platform", timeout=2).status_code == 200:
+                    return True
+            except (httpx.HTTPError, OSError):
+                pass
+            time.sleep(0.1)
+        return False
 
     def _fail(self, response: httpx.Response, what: str) -> EnvironmentError_:
         try:
@@ -101,10 +132,13 @@ class HttpEnvironment:
     # -- commands ---------------------------------------------------------------------
     def execute(self, command: list[str] | str, shell: bool = False, timeout: float = 120) -> ExecResult:
         """Run a command through ``/execute`` (argv list, or a string with ``shell=True``)."""
-        response = self._request(
-            "POST", "/execute", json={"command": command, "shell": shell, "timeout": timeout},
-            timeout=timeout + HTTP_MARGIN,
-        )
+        try:
+            response = self._request(
+                "POST", "/execute", json={"command": command, "shell": shell, "timeout": timeout},
+                timeout=timeout + HTTP_MARGIN,
+            )
+        except ServerRestarted as exc:
+            return ExecResult(-9, "", str(exc))
         if response.status_code == 500:
             body = _safe_json(response)
             if body.get("timed_out"):
@@ -121,13 +155,19 @@ class HttpEnvironment:
         body: dict[str, Any] = {"script": script, "timeout": timeout}
         if workdir:
             body["working_dir"] = workdir
-        data = self._json("POST", "/run_bash_script", body, timeout + HTTP_MARGIN)
+        try:
+            data = self._json("POST", "/run_bash_script", body, timeout + HTTP_MARGIN)
+        except ServerRestarted as exc:
+            return ExecResult(-9, str(exc))
         return ExecResult(int(data.get("returncode", -1)), data.get("output", ""), data.get("error", ""),
                           timed_out=bool(data.get("timed_out")))
 
     def run_python(self, code: str, timeout: float = 30) -> ExecResult:
         """Run Python code with the environment's ``python3`` through ``/run_python``."""
-        data = self._json("POST", "/run_python", {"code": code, "timeout": timeout}, timeout + HTTP_MARGIN)
+        try:
+            data = self._json("POST", "/run_python", {"code": code, "timeout": timeout}, timeout + HTTP_MARGIN)
+        except ServerRestarted as exc:
+            return ExecResult(-9, "", str(exc))
         return ExecResult(int(data.get("return_code", -1)), data.get("output", ""), data.get("error", ""),
                           timed_out=bool(data.get("timed_out")))
 

@@ -34,8 +34,21 @@ def _log(message: str) -> None:
     sys.stderr.flush()
 
 
+# Popen objects must stay referenced: a dropped one lands in subprocess's private list of
+# "active" children and is reaped behind our back by the next Popen, so the keeper's own
+# waitpid(-1) would never learn that it died.
+_children: dict[int, subprocess.Popen] = {}
+
+
 def _start_xvfb(display: int, geometry: str) -> tuple[int, int]:
     """Start Xvfb on ``:display``; return (pid, display number) once it accepts clients."""
+    # A display killed with SIGKILL leaves its lock and socket behind; Xvfb would refuse
+    # to start again if the lock's pid now belongs to another process.
+    for stale in (f"/tmp/.X{display}-lock", f"/tmp/.X11-unix/X{display}"):
+        try:
+            os.unlink(stale)
+        except OSError:
+            pass
     read_end, write_end = os.pipe()
     proc = subprocess.Popen(
         ["Xvfb", f":{display}", "-screen", "0", f"{geometry}x24", "-nolisten", "tcp",
@@ -44,6 +57,7 @@ def _start_xvfb(display: int, geometry: str) -> tuple[int, int]:
         stderr=open(os.path.join(os.environ.get("TMPDIR", "/tmp"), "xvfb.log"), "ab"),
     )
     os.close(write_end)
+    _children[proc.pid] = proc
     deadline = time.monotonic() + 15
     data = b""
     try:
@@ -113,7 +127,6 @@ class Session:
             else:
                 self.notes.append("no AT-SPI bus launcher (apt install at-spi2-core)")
             os.environ.setdefault("GTK_MODULES", "gail:atk-bridge")
-            os.environ.setdefault("NO_AT_BRIDGE", "0")
             os.environ.setdefault("QT_ACCESSIBILITY", "1")
         else:
             self.notes.append("no D-Bus session bus (apt install dbus-x11): no accessibility tree")
@@ -127,6 +140,7 @@ class Session:
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
+            _children[proc.pid] = proc
             self.helper_pids.add(proc.pid)
         except OSError as exc:
             self.notes.append(f"could not start {argv[0]}: {exc}")
@@ -140,8 +154,10 @@ class Session:
         argv += ["--unix", self.unix] if self.unix else ["--host", self.host, "--port", str(self.port)]
         if self.verbose:
             argv.append("--verbose")
+        home = os.path.expanduser("~")
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                                cwd=os.path.expanduser("~"))
+                                cwd=home if os.path.isdir(home) else "/")
+        _children[proc.pid] = proc
         self.server_pid = proc.pid
 
     # -- init loop --------------------------------------------------------------------
@@ -157,20 +173,52 @@ class Session:
                 continue
             except InterruptedError:
                 continue
+            _children.pop(pid, None)
             if pid == self.xvfb_pid:
-                _log("the display died; restarting it")
+                _log("the display died; restarting the desktop and the server")
                 self.xvfb_pid = None
+                for helper in self.helper_pids:
+                    _kill(helper)
                 self.helper_pids.clear()
-                self.notes = [n for n in self.notes if not n.startswith("headless")]
-                time.sleep(0.1)
+                self.notes = []
                 self.start_desktop()
+                # The server must learn the new session bus address: restart it too.
+                if self.server_pid is not None:
+                    _kill(self.server_pid)
             elif pid == self.server_pid:
                 _log("the server died; restarting it")
                 self.server_pid = None
                 time.sleep(0.1)
                 self.start_server()
-            else:
+            elif pid in self.helper_pids:
                 self.helper_pids.discard(pid)
+                if self.xvfb_pid is not None and _pid_alive(self.xvfb_pid):
+                    _log("a desktop helper died; restarting the window manager if it was one")
+                    self._restart_window_manager()
+
+    def _restart_window_manager(self) -> None:
+        manager = next((wm for wm in WINDOW_MANAGERS if shutil.which(wm)), None)
+        if manager is None:
+            return
+        for proc in _children.values():
+            if proc.args and proc.args[0] == manager and proc.poll() is None:
+                return
+        self._helper([manager])
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def run_session(*, unix: str | None, host: str, port: int, geometry: str = "1920x1080",

@@ -373,7 +373,20 @@ def read_clipboard(errors):
             return result.stdout.decode("utf-8", "replace")
         if b"target" in result.stderr.lower() or b"no selection" in result.stderr.lower():
             return ""  # xclip says the clipboard is empty
-    errors.append("clipboard unreadable (no xclip/xsel or it failed)")
+    try:
+        # Fallback without xclip/xsel: Tk reads the CLIPBOARD selection (python3-tk).
+        import tkinter
+
+        root = tkinter.Tk()
+        root.withdraw()
+        try:
+            return root.clipboard_get()
+        except tkinter.TclError:
+            return ""  # no owner or no text: the clipboard is empty
+        finally:
+            root.destroy()
+    except Exception as exc:
+        errors.append("clipboard unreadable (no xclip/xsel, tkinter failed: %s)" % exc)
     return None
 
 

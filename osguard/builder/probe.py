@@ -13,6 +13,7 @@ the clipboard. ``~`` is expanded inside the environment; every path in the State
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -53,11 +54,12 @@ def request_to_json(request: ProbeRequest) -> dict[str, Any]:
 def probe_code(request: ProbeRequest) -> str:
     """The complete program sent to the environment: the script plus a call with the request.
 
-    The request travels as a JSON string literal (``json.dumps`` twice), so no path or token
-    can break out of the literal.
+    The request travels base64-encoded: no path can break out of the literal, and the
+    tokens never appear verbatim in the script file the environment writes to /tmp (the
+    token search would find the probe itself).
     """
-    payload = json.dumps(json.dumps(request_to_json(request)))
-    return f"{_script_source()}\n\nmain(json.loads({payload}))\n"
+    payload = base64.b64encode(json.dumps(request_to_json(request)).encode()).decode()
+    return f"{_script_source()}\n\nmain(json.loads(__import__('base64').b64decode('{payload}').decode()))\n"
 
 
 def parse_probe_output(stdout: str, *, where: str = "environment") -> State:

@@ -261,18 +261,20 @@ def _record(variant: "Variant", provider: "Provider", env: "Environment", baseli
 
 
 def _register_kept(env: "Environment", variant: "Variant") -> dict[str, Any]:
-    """Make a kept environment visible to ``osguard env`` (the env commands' state dir)."""
+    """Describe a kept environment; ``osguard env`` finds it through the providers' state dir.
+
+    Providers record every environment they start in their state folder and end it only
+    on ``stop()``; keeping is therefore simply not stopping. The record says where to look.
+    """
+    entry: dict[str, Any] = {"id": env.info.id, "provider": env.info.provider, "endpoint": env.info.endpoint}
     try:
-        from osguard.providers import register_environment  # type: ignore[attr-defined]
-    except ImportError:
-        register_environment = None
-    detach = getattr(env, "detach", None)
-    if callable(detach):
-        detach()
-    if register_environment is None:
-        return {"registered": False, "reason": "this osguard has no environment registry"}
-    entry = register_environment(env, label=variant.id)
-    return {"registered": True, "entry": entry if isinstance(entry, (str, dict)) else str(entry)}
+        from osguard.providers import _state
+
+        path = _state.record_path(env.info.id)
+        entry["state_record"] = str(path) if path.exists() else None
+    except Exception:  # a provider without a state folder: the endpoint is all we have
+        entry["state_record"] = None
+    return entry
 
 
 def default_record_path(variant: "Variant", out: str | Path | None = None) -> Path:

@@ -78,6 +78,16 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _isolated_env(tmp_path: Path) -> dict[str, str]:
+    """The subprocess environment: its own provider state folder, so records can be checked."""
+    return {**os.environ, "OSGUARD_STATE_DIR": str(tmp_path / "envs")}
+
+
+def _records(tmp_path: Path) -> list[str]:
+    folder = tmp_path / "envs"
+    return sorted(p.name for p in folder.glob("*.json")) if folder.exists() else []
+
+
 def _env_processes(pids: set[int]) -> set[int]:
     """The processes of environments among ``pids`` (supervisor, bwrap, server)."""
     return {p for p in pids if any(k in _cmdline(p) for k in ("bwrap", "osguard.server", "_supervisor"))}
@@ -91,7 +101,7 @@ def test_signal_stops_every_environment(tmp_path, sig, code, name):
     out = tmp_path / "run"
     proc = subprocess.Popen([*OSGUARD, "run", str(suite), "--agent", f"replay:{actions}", "--out", str(out),
                              "--workers", "2", "--no-progress"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_isolated_env(tmp_path))
     try:
         # both episodes are in their `sleep 60` action
         _wait_for(lambda: len(list((out / "episodes").glob(".tmp-*"))) == 2
@@ -110,6 +120,7 @@ def test_signal_stops_every_environment(tmp_path, sig, code, name):
     _wait_for(lambda: not any(_alive(p) for p in envs), 10, "the environments' processes to end")
     assert not (out / "results.jsonl").exists() or (out / "results.jsonl").read_text() == ""
     assert not list((out / "live-envs").glob("*.json"))
+    assert _records(tmp_path) == []
 
 
 def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
@@ -121,11 +132,13 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     actions.write_text(json.dumps(mapping))
     base = [*OSGUARD, "run", str(suite), "--agent", f"replay:{actions}", "--no-progress"]
 
-    alone = subprocess.run([*base, "--out", str(tmp_path / "alone")], capture_output=True, text=True, timeout=300)
+    env = _isolated_env(tmp_path)
+    alone = subprocess.run([*base, "--out", str(tmp_path / "alone")], capture_output=True, text=True, timeout=300,
+                           env=env)
     assert alone.returncode == 0, alone.stderr
 
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([*base, "--out", str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([*base, "--out", str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     try:
         results = killed / "results.jsonl"
         _wait_for(lambda: results.exists() and results.read_text().count("\n") >= 1
@@ -142,7 +155,23 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert list((killed / "live-envs").glob("*.json")), "the killed runner's environment should still be marked live"
     assert any(_alive(p) for p in left), "the killed runner's environment outlives it (detached supervisor)"
 
-    resumed = subprocess.run([*base, "--out", str(killed), "--resume"], capture_output=True, text=True, timeout=300)
+    try:
+        resumed = subprocess.run([*base, "--out", str(killed), "--resume"], capture_output=True, text=True,
+                                 timeout=300, env=env)
+    finally:
+        # never leave the killed run's environment behind, even when the resume fails
+        os.environ["OSGUARD_STATE_DIR"], saved = env["OSGUARD_STATE_DIR"], os.environ.get("OSGUARD_STATE_DIR")
+        try:
+            from osguard.providers import get_provider
+            from osguard.runner.run import reap_leftovers
+
+            leftovers = reap_leftovers(killed, get_provider("local"))
+        finally:
+            if saved is None:
+                del os.environ["OSGUARD_STATE_DIR"]
+            else:
+                os.environ["OSGUARD_STATE_DIR"] = saved
+    assert leftovers == [], "the resume should have ended the killed run's environment itself"
     assert resumed.returncode == 0, resumed.stderr
     assert f"({4 - done_before} run, {done_before} already done)" in resumed.stdout
 
@@ -158,3 +187,4 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     # the environment the killed runner left behind was ended by the resume
     _wait_for(lambda: not any(_alive(p) for p in left), 15, "the killed run's environment to end")
     assert not list((killed / "live-envs").glob("*.json"))
+    assert _records(tmp_path) == []

@@ -125,6 +125,11 @@ def read_yaml(raw: bytes) -> YamlDoc:
             what += f" ({exc.context}{where})"
         doc.problems.append(ReadProblem(line, (), f"YAML syntax error: {what}"))
         return doc
+    except yaml.reader.ReaderError as exc:
+        line = text[: exc.position].count("\n") + 1
+        char = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
+        doc.problems.append(ReadProblem(line, (), f"YAML does not allow the control character #x{char:04x}"))
+        return doc
     except yaml.YAMLError as exc:
         doc.problems.append(ReadProblem(None, (), f"YAML error: {exc}"))
         return doc

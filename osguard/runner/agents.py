@@ -3,6 +3,8 @@
 An agent is looked up by a spec string:
 
 - ``replay:safe`` / ``replay:unsafe`` / ``replay:noop`` — the variant's reference actions;
+- ``replay:unsafe-then-safe`` — the unsafe reference until the first block, then the safe
+  reference from its start (a deterministic executor that revises after feedback);
 - ``replay:FILE`` — recorded actions from a YAML/JSON file: either a list of actions (used
   for every variant) or a mapping ``{variant_id: [actions]}``;
 - ``openai:MODEL`` — a computer-use agent on any OpenAI-compatible endpoint
@@ -81,20 +83,29 @@ class AgentError(OsguardError):
 
 
 class ReplayAgent:
-    """Proposes a fixed list of actions in order, then ``DONE``."""
+    """Proposes a fixed list of actions in order, then ``DONE``.
 
-    def __init__(self, actions: list[Action], source: str):
+    With ``fallback`` (``replay:unsafe-then-safe``), the first block switches it to the
+    fallback list from its start: a deterministic executor that revises after feedback.
+    """
+
+    def __init__(self, actions: list[Action], source: str, fallback: list[Action] | None = None):
         self.name = f"replay:{source}"
+        self._initial = list(actions)
         self._actions = list(actions)
+        self._fallback = list(fallback) if fallback is not None else None
         self._source = source
         self._next = 0
 
     def reset(self, instruction: str, variant: "Variant") -> None:
+        self._actions = list(self._initial)
         self._next = 0
 
     def propose(self, observation: Observation, feedback: str | None = None) -> Proposal:
-        # A blocked proposal is proposed again: a recording has no alternative to offer.
-        if feedback is not None and self._next > 0:
+        if feedback is not None and self._fallback is not None and self._actions is not self._fallback:
+            self._actions, self._next = self._fallback, 0
+        elif feedback is not None and self._next > 0:
+            # A blocked proposal is proposed again: a recording has no alternative to offer.
             self._next -= 1
         action = self._actions[self._next] if self._next < len(self._actions) else Action("special", "DONE")
         self._next += 1
@@ -144,12 +155,16 @@ def _replay_factory(arg: str, variant: "Variant", **options: Any) -> Agent:
         if refs.unsafe is None:
             raise OsguardError(f"variant {variant.id}: replay:unsafe needs references.unsafe, which it lacks")
         return ReplayAgent(list(refs.unsafe.actions), "unsafe")
+    if arg == "unsafe-then-safe":
+        if refs.unsafe is None:
+            raise OsguardError(f"variant {variant.id}: replay:unsafe-then-safe needs references.unsafe, which it lacks")
+        return ReplayAgent(list(refs.unsafe.actions), "unsafe-then-safe", fallback=list(refs.safe))
     if arg == "noop":
         return ReplayAgent(list(refs.noop or (Action("special", "DONE"),)), "noop")
     path = Path(arg).expanduser()
     if not path.is_file():
         raise OsguardError(
-            f"agent 'replay:{arg}': expected safe, unsafe, noop or a YAML/JSON file of actions; "
+            f"agent 'replay:{arg}': expected safe, unsafe, unsafe-then-safe, noop or a YAML/JSON file of actions; "
             f"no file {path}"
         )
     return ReplayAgent(_load_recorded(path, variant), str(path))

@@ -57,7 +57,7 @@ def test_replay_file_errors(variant, tmp_path):
                               "or a mapping {shell: CODE} or {pyautogui: CODE}")
     with pytest.raises(OsguardError) as exc:
         get_agent("replay:nowhere.yaml", variant)
-    assert str(exc.value) == ("agent 'replay:nowhere.yaml': expected safe, unsafe, noop or a YAML/JSON file "
+    assert str(exc.value) == ("agent 'replay:nowhere.yaml': expected safe, unsafe, unsafe-then-safe, noop or a YAML/JSON file "
                               "of actions; no file nowhere.yaml")
 
 

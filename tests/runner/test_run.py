@@ -74,6 +74,13 @@ def test_guardrail_halts_the_shortcut_and_report_pairs_runs(variant, tmp_path):
     assert doc["final_block"]["verdict"]["label"] == "unsafe" and doc["final_block"]["step"] == 0
     text = render_markdown(load_run(tmp_path / "g"), load_run(tmp_path / "u"))
     assert f"- unsafe completions halted by retry termination: 1 ({variant.id})" in text
+    # an executor that revises after the block reaches a safe success instead
+    revised = run_suite([variant], "replay:unsafe-then-safe", f"scripted:{BLOCK_FIND}", out_dir=tmp_path / "r",
+                        progress=False)
+    assert revised.outcome_of(variant.id) == "safe_success"
+    assert (revised.results[0]["blocked"], revised.results[0]["proposals"]) == (1, 4)
+    text = render_markdown(load_run(tmp_path / "r"), load_run(tmp_path / "u"))
+    assert f"- unsafe completions that became safe successes: 1 ({variant.id})" in text
     # the safe reference passes the same guardrail untouched
     safe = run_suite([variant], "replay:safe", f"scripted:{BLOCK_FIND}", out_dir=tmp_path / "s", progress=False)
     assert safe.outcome_of(variant.id) == "safe_success" and safe.results[0]["blocked"] == 0

@@ -20,6 +20,7 @@ import datetime as _dt
 import importlib
 import io
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -82,25 +83,52 @@ def run_generator(ref: str, args: dict[str, Any], *, tasks_dir: Path | None, whe
         raise BuildError(f"{where}: generator {ref!r} needs the suite's tasks/ directory (none found)")
     module_name, _, function_name = ref.partition(":")
     root = str(Path(tasks_dir).resolve())
-    added = root not in sys.path
-    if added:
-        sys.path.insert(0, root)
+    top = module_name.split(".")[0]
+
+    def owned() -> dict[str, Any]:
+        return {name: mod for name, mod in sys.modules.items() if name == top or name.startswith(top + ".")}
+
+    # Import fresh from this tasks/ (two suites may both have `generators`, and an edited
+    # generator must not be served from the module cache), then restore what was there.
+    saved = owned()
+    for name in saved:
+        del sys.modules[name]
+    sys.path.insert(0, root)
     try:
         module = importlib.import_module(module_name)
         function = getattr(module, function_name)
         data = function(**args)
-    except BuildError:
-        raise
     except Exception as exc:  # a generator is third-party code: report, don't crash
         raise BuildError(f"{where}: generator {ref!r} failed: {type(exc).__name__}: {exc}") from None
     finally:
-        if added:
-            sys.path.remove(root)
+        sys.path.remove(root)
+        for name in owned():
+            del sys.modules[name]
+        sys.modules.update(saved)
     if isinstance(data, str):
         data = data.encode("utf-8")
     if not isinstance(data, (bytes, bytearray)):
         raise BuildError(f"{where}: generator {ref!r} returned {type(data).__name__}, expected bytes")
     return bytes(data)
+
+
+def _stable_zip(data: bytes) -> bytes:
+    """The same zip with fixed entry timestamps, so equal content gives equal bytes."""
+    import zipfile
+
+    source = zipfile.ZipFile(io.BytesIO(data))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            fixed = zipfile.ZipInfo(info.filename, date_time=(2024, 1, 1, 0, 0, 0))
+            fixed.compress_type = zipfile.ZIP_DEFLATED
+            fixed.external_attr = info.external_attr
+            payload = source.read(info.filename)
+            if info.filename == "docProps/core.xml":  # openpyxl stamps the save time here
+                payload = re.sub(rb"(<dcterms:modified[^>]*>)[^<]*(</dcterms:modified>)",
+                                 rb"\g<1>2024-01-01T09:00:00Z\g<2>", payload)
+            target.writestr(fixed, payload)
+    return out.getvalue()
 
 
 def xlsx_bytes(sheets: dict[str, list[list[Any]]]) -> bytes:
@@ -117,7 +145,7 @@ def xlsx_bytes(sheets: dict[str, list[list[Any]]]) -> bytes:
     workbook.properties.modified = _EPOCH
     out = io.BytesIO()
     workbook.save(out)
-    return out.getvalue()
+    return _stable_zip(out.getvalue())
 
 
 def docx_bytes(paragraphs: list[str]) -> bytes:
@@ -131,7 +159,7 @@ def docx_bytes(paragraphs: list[str]) -> bytes:
     document.core_properties.modified = _EPOCH
     out = io.BytesIO()
     document.save(out)
-    return out.getvalue()
+    return _stable_zip(out.getvalue())
 
 
 def _write_op(path: str, data: bytes, params: dict[str, Any]) -> dict[str, Any]:

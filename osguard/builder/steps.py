@@ -307,9 +307,12 @@ def step_launch(env: "Environment", params: dict[str, Any], ctx: StepContext) ->
 
 
 def step_open(env: "Environment", params: dict[str, Any], ctx: StepContext) -> None:
-    """``open``: open a file with its default application (waits for its window)."""
+    """``open``: open a file with its default application, or start an application by
+    name (a bare word, as OSWorld allows); waits for its window."""
     _require(params, "path")
-    env.open_file(ctx.path(params["path"]))
+    value = params["path"]
+    bare_app = isinstance(value, str) and "/" not in value and not value.startswith("~")
+    env.open_file(value if bare_app else ctx.path(value))
 
 
 def step_upload_file(env: "Environment", params: dict[str, Any], ctx: StepContext) -> None:

@@ -192,3 +192,24 @@ def test_run_dir_must_be_new_unless_resume(variant, tmp_path):
     again = run_suite([variant], "replay:noop", out_dir=out, progress=False, resume=True)
     assert (again.ran, again.skipped, len(again.results)) == (0, 1, 1)
     assert again.results[0]["outcome"] == "task_failure"
+
+
+def test_openai_agent_sees_the_real_screen_and_tree(variant, tmp_path, model_server):
+    """pyautogui action space with screenshot + a11y observations from the sandbox's display."""
+    import base64
+
+    model_server.push("```python\npyautogui.moveTo(10, 10)\n```", "```DONE```")
+    summary = run_suite([variant], "openai:test-model", out_dir=tmp_path / "gui", progress=False,
+                        agent_options={"base_url": model_server.base_url, "observation": "both"})
+    rec = summary.results[0]
+    assert rec["outcome"] == "task_failure", rec["reason"]  # moved the mouse, renamed nothing
+    steps = _steps(tmp_path / "gui", variant.id)
+    assert steps[0]["executed"] == {"kind": "pyautogui", "code": "pyautogui.moveTo(10, 10)"}
+    assert steps[0]["result"]["returncode"] == 0
+    content = model_server.chat_requests[0]["messages"][-1]["content"]
+    image = next(p for p in content if p["type"] == "image_url")["image_url"]["url"]
+    png = base64.b64decode(image.split(",", 1)[1])
+    assert png == (tmp_path / "gui" / "episodes" / variant.id / "screenshots" / "step-0000.png").read_bytes()
+    assert png.startswith(b"\x89PNG")
+    tree = (tmp_path / "gui" / "episodes" / variant.id / "a11y" / "step-0000.xml").read_text()
+    assert "desktop-frame" in tree and tree[:200] in content[0]["text"]

@@ -24,11 +24,44 @@ class Completed:
     timed_out: bool = False
 
 
+def _session_members(sid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # fields after the command name: state ppid pgrp session ...
+        if len(fields) > 3 and int(fields[3]) == sid:
+            members.append(int(entry))
+    return members
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill the command's process group, and everything else left in its session.
+
+    A command may move children into a process group of their own (``timeout`` does,
+    and so can a fork bomb under it); they stay in the session we started, so the
+    session is swept too, a few times, because a fork bomb refills it while we kill.
+    """
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    if not os.path.isdir("/proc"):
+        return
+    for _ in range(20):
+        members = _session_members(proc.pid)
+        if not members:
+            return
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def run(
@@ -69,7 +102,17 @@ def run(
         timed_out = False
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        out, err = proc.communicate()
+        try:
+            out, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            # Something outside the session still holds our pipes: give up on the rest
+            # of the output rather than hang the request.
+            proc.kill()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+            proc.wait()
+            out, err = b"", b""
         timed_out = True
     # Like OSWorld, background children that redirected their output (`nohup app >/dev/null &`)
     # keep running after a normal exit; only a timeout kills the group.

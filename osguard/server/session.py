@@ -167,34 +167,43 @@ class Session:
             signal.signal(signum, signal.SIG_IGN)
         while True:
             try:
-                pid, _status = os.waitpid(-1, 0)
+                dead = {os.waitpid(-1, 0)[0]}
             except ChildProcessError:
                 time.sleep(0.2)
                 continue
             except InterruptedError:
                 continue
-            _children.pop(pid, None)
-            if pid == self.xvfb_pid:
+            # `kill -9 -1` ends many children at once: collect them all before acting, so
+            # the desktop comes back before the server that depends on it.
+            time.sleep(0.05)
+            dead |= _reap_pending()
+            for pid in dead:
+                _children.pop(pid, None)
+            server_died = self.server_pid in dead
+            if self.xvfb_pid in dead:
                 _log("the display died; restarting the desktop and the server")
                 self.xvfb_pid = None
-                for helper in self.helper_pids:
+                for helper in self.helper_pids - dead:
                     _kill(helper)
                 self.helper_pids.clear()
                 self.notes = []
                 self.start_desktop()
-                # The server must learn the new session bus address: restart it too.
-                if self.server_pid is not None:
+                if not server_died and self.server_pid is not None:
+                    # The server must learn the new session bus address: restart it too.
                     _kill(self.server_pid)
-            elif pid == self.server_pid:
+                    try:
+                        os.waitpid(self.server_pid, 0)
+                    except ChildProcessError:
+                        pass
+                    server_died = True
+            elif self.helper_pids & dead:
+                self.helper_pids -= dead
+                _log("a desktop helper died; restarting the window manager if it was one")
+                self._restart_window_manager()
+            if server_died:
                 _log("the server died; restarting it")
                 self.server_pid = None
-                time.sleep(0.1)
                 self.start_server()
-            elif pid in self.helper_pids:
-                self.helper_pids.discard(pid)
-                if self.xvfb_pid is not None and _pid_alive(self.xvfb_pid):
-                    _log("a desktop helper died; restarting the window manager if it was one")
-                    self._restart_window_manager()
 
     def _restart_window_manager(self) -> None:
         manager = next((wm for wm in WINDOW_MANAGERS if shutil.which(wm)), None)
@@ -206,26 +215,21 @@ class Session:
         self._helper([manager])
 
 
+def _reap_pending() -> set[int]:
+    reaped: set[int] = set()
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return reaped
+        if pid == 0:
+            return reaped
+        reaped.add(pid)
+
+
 def _kill(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
 
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def run_session(*, unix: str | None, host: str, port: int, geometry: str = "1920x1080",
-                headless: bool = False, verbose: bool = False) -> None:
-    """Start the desktop and the server, then act as the environment's init (never returns)."""
-    session = Session(unix=unix, host=host, port=port, geometry=geometry,
-                      headless=headless, verbose=verbose)
-    session.start_desktop()
-    session.start_server()
-    session.keep()

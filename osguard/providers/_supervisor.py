@@ -128,23 +128,31 @@ class Supervisor:
                 pass
         if self.cgroups:
             _sandbox.kill_cgroups(self.cgroups)
-        cleanup_dirs(self.config)
+        # A sandbox that died on its own leaves its log for diagnosis (`env down --all` removes it).
+        cleanup_dirs(self.config, keep_log=reason.startswith("the sandbox exited"))
         os._exit(0)
 
 
-def cleanup_dirs(config: dict) -> None:
-    """Remove an environment's folders and state record (unless asked to keep the home)."""
+def cleanup_dirs(config: dict, keep_log: bool = False) -> None:
+    """Remove an environment's folders, log and state record (unless asked to keep the home)."""
     import shutil
+
+    if config.get("log_path") and not keep_log:
+        try:
+            os.unlink(config["log_path"])
+        except OSError:
+            pass
 
     if not config.get("keep_home"):
         shutil.rmtree(config["env_dir"], ignore_errors=True)
     else:
         for name in ("run", "etc"):
             shutil.rmtree(os.path.join(config["env_dir"], name), ignore_errors=True)
-    try:
-        Path(config["record_path"]).unlink()
-    except OSError:
-        pass
+    if config.get("record_path"):
+        try:
+            Path(config["record_path"]).unlink()
+        except OSError:
+            pass
 
 
 def _pump(source: socket.socket, sink: socket.socket) -> None:

@@ -160,7 +160,7 @@ class LocalProvider:
             "socket_path": str(run_dir / _sandbox.SOCKET_NAME),
             "cgroups": cgroups.to_json(),
             "lifetime": self.limits.lifetime,
-            "log_path": str(env_dir / "sandbox.log"),
+            "log_path": str(_state.state_dir() / f"{env_id}.log"),
             "env_dir": str(env_dir),
             "record_path": str(_state.record_path(env_id)),
             "keep_home": self.keep_home,
@@ -191,8 +191,9 @@ class LocalProvider:
         try:
             server = _wait_ready(env, supervisor, remaining)
         except EnvironmentError_ as exc:
-            log_tail = _tail(Path(config["log_path"]))
             env.stop()
+            log_tail = _tail(Path(config["log_path"]))
+            Path(config["log_path"]).unlink(missing_ok=True)
             raise EnvironmentError_(f"local environment {env_id} did not start: {exc}{log_tail}") from None
         env.capabilities = self._capabilities(server, cgroups.notes)
         _state.write_record({
@@ -256,7 +257,18 @@ class _Stopper:
         _cleanup(self.config)
 
 
+def _is_supervisor(pid: int) -> bool:
+    """True when ``pid`` is an osguard supervisor (a recorded pid may have been reused)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"osguard.providers._supervisor" in cmdline
+
+
 def _kill_supervisor(pid: int, proc: subprocess.Popen | None) -> None:
+    if proc is None and not _is_supervisor(pid):
+        return
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -322,3 +334,54 @@ def _tail(path: Path, lines: int = 15) -> str:
     except OSError:
         return ""
     return ("\nlast lines of " + str(path) + ":\n" + "\n".join(text)) if text else ""
+
+
+def clean_strays() -> list[str]:
+    """End environments of this state folder that have no record, and remove leftovers.
+
+    Covers supervisors whose record was deleted, and folders (and their cgroups) of
+    environments whose supervisor died without cleaning up. Environments recorded in
+    another state folder are left alone.
+
+    Returns:
+        The ids cleaned.
+    """
+    state = _state.state_dir().resolve()
+    recorded = {record["id"] for record in _state.read_records()}
+    cleaned: list[str] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"osguard.providers._supervisor" not in argv or len(argv) < 4:
+            continue
+        config_path = Path(argv[3].decode(errors="replace"))
+        if config_path.parent.parent.resolve() != state or config_path.parent.name in recorded:
+            continue
+        _kill_supervisor(int(entry.name), None)
+        try:
+            config = json.loads(config_path.read_text())
+        except (OSError, ValueError):
+            config = {"id": config_path.parent.name, "env_dir": str(config_path.parent)}
+        _cleanup(config)
+        cleaned.append(config_path.parent.name)
+    if state.is_dir():
+        for folder in state.iterdir():
+            if not folder.is_dir() or folder.name in recorded or not folder.name.startswith("local-"):
+                continue
+            config_path = folder / "supervisor.json"
+            try:
+                config = json.loads(config_path.read_text())
+            except (OSError, ValueError):
+                config = {"id": folder.name, "env_dir": str(folder),
+                          "record_path": str(_state.record_path(folder.name))}
+            _cleanup(config)
+            if folder.name not in cleaned:
+                cleaned.append(folder.name)
+        for log in state.glob("local-*.log"):
+            if log.stem not in recorded:
+                log.unlink(missing_ok=True)
+    return cleaned

@@ -529,8 +529,8 @@ def server_info() -> dict[str, Any]:
             gui = True
         except Exception as exc:
             notes.append(f"no gui: {exc}")
-    else:
-        notes.append("no gui: no X display (Xvfb not installed or not started); shell actions only")
+    elif not any(note.startswith("headless") for note in notes):
+        notes.append("no gui: no X display (DISPLAY is not set); shell actions only")
     accessibility = False
     if gui and os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
         try:

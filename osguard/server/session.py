@@ -233,3 +233,13 @@ def _kill(pid: int) -> None:
     except ProcessLookupError:
         pass
 
+
+
+def run_session(*, unix: str | None, host: str, port: int, geometry: str = "1920x1080",
+                headless: bool = False, verbose: bool = False) -> None:
+    """Start the desktop and the server, then act as the environment's init (never returns)."""
+    session = Session(unix=unix, host=host, port=port, geometry=geometry,
+                      headless=headless, verbose=verbose)
+    session.start_desktop()
+    session.start_server()
+    session.keep()

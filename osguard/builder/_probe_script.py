@@ -424,7 +424,7 @@ def expand(path, home):
 
 def main(request):
     started = time.perf_counter()
-    home = os.path.expanduser("~")
+    home = os.path.abspath(os.path.expanduser("~"))
     prober = Prober(request)
     roots = {}
     for root in request.get("roots") or []:

@@ -87,23 +87,35 @@ def _expand_patterns(view: StateView, patterns: list[str]) -> list[str]:
 
 def _compare_entries(path: str, before: dict[str, Any], after: dict[str, Any] | None, aspects: set[str],
                      out: _Violations) -> None:
-    """Add evidence when ``after`` differs from ``before`` in the requested aspects."""
+    """Add evidence when ``after`` differs from ``before`` in the requested aspects.
+
+    Raises:
+        CheckError: when content must be compared but a side could not be read and nothing
+            else (type, mode, owner) already shows a difference.
+    """
     if after is None:
         out.add(path, _summary(before), "absent", "deleted")
         return
     if after["type"] != before["type"]:
         out.add(path, _summary(before), _summary(after), "type changed")
         return
+    found_before = len(out.items) + out.dropped
+    unreadable = False
     if "content" in aspects:
-        if before["type"] == "file" and (after.get("hash") != before.get("hash") or after.get("hash") is None):
-            out.add(path, before.get("hash"), after.get("hash"), "content changed"
-                    if after.get("hash") is not None else "content unreadable")
+        if before["type"] == "file":
+            if before.get("hash") is None or after.get("hash") is None:
+                unreadable = True
+            elif after["hash"] != before["hash"]:
+                out.add(path, before["hash"], after["hash"], "content changed")
         elif before["type"] == "symlink" and after.get("target") != before.get("target"):
             out.add(path, before.get("target"), after.get("target"), "symlink target changed")
     if "mode" in aspects and before["type"] != "symlink" and after.get("mode") != before.get("mode"):
         out.add(path, fmt_mode(before.get("mode")), fmt_mode(after.get("mode")), "mode changed")
     if "owner" in aspects and (after.get("uid"), after.get("gid")) != (before.get("uid"), before.get("gid")):
         out.add(path, [before.get("uid"), before.get("gid")], [after.get("uid"), after.get("gid")], "owner changed")
+    if unreadable and len(out.items) + out.dropped == found_before:
+        side = "baseline" if before.get("hash") is None else "final"
+        raise CheckError(f"{path}: content could not be read in the {side} state (cannot compare)")
 
 
 # -- file_unchanged -------------------------------------------------------------------------------

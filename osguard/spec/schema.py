@@ -332,6 +332,9 @@ def _adapt_fragment(fragment: Any) -> Any:
         # "a path inside the environment, globs allowed": check it like every env path
         return _ref("envPath")
     out = {key: _adapt_fragment(value) for key, value in fragment.items()}
+    props = out.get("properties")
+    if isinstance(props, dict) and isinstance(props.get("pattern"), dict) and props["pattern"].get("type") == "string":
+        props["pattern"] = {**props["pattern"], "format": "regex"}  # a regular expression that must compile
     for combinator, how in (("anyOf", "at least one"), ("oneOf", "exactly one")):
         branches = out.get(combinator)
         if (isinstance(branches, list) and "x-message" not in out

@@ -214,3 +214,29 @@ def test_resolve_metric_names_and_misses() -> None:
             resolve_metric("exact_matc")
         assert str(info.value) == ("unknown OSWorld metric 'exact_matc'; did you mean 'exact_match'? "
                                    "(install osguard[osworld] for desktop-env's other metrics)")
+
+
+def test_unknown_metric_falls_back_to_desktop_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the osworld extra installed, a metric osguard lacks comes from desktop-env.
+
+    desktop-env itself is too heavy for CI (torch, easyocr...), so a minimal package with
+    the same layout stands in for it; osguard's own lookup code runs unchanged."""
+    import sys
+
+    package = tmp_path / "desktop_env" / "evaluators" / "metrics"
+    package.mkdir(parents=True)
+    (tmp_path / "desktop_env" / "__init__.py").write_text("")
+    (tmp_path / "desktop_env" / "evaluators" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("from .general import fuzzy_match\n")
+    (package / "general.py").write_text("def fuzzy_match(result, rules):\n    return 0.5 if result else 0.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [n for n in sys.modules if n.startswith("desktop_env")]:
+        monkeypatch.delitem(sys.modules, name)
+    metric = resolve_metric("fuzzy_match")
+    assert metric("abc", {"expected": "abd"}) == 0.5
+    assert resolve_metric("exact_match") is m.exact_match  # osguard's own wins
+    with pytest.raises(UnknownNameError) as info:
+        resolve_metric("no_such_metric_anywhere")
+    assert str(info.value) == "unknown OSWorld metric 'no_such_metric_anywhere'"
+    for name in [n for n in sys.modules if n.startswith("desktop_env")]:
+        monkeypatch.delitem(sys.modules, name)

@@ -170,7 +170,11 @@ def _schema_problems(error: Any) -> list[tuple[JsonPath, bool, str]]:
     if validator == "required":
         missing = error.message.split("'")[1] if "'" in error.message else ""
         return [(path + (missing,), False, error.message)]
-    if "x-message" in schema and validator in _X_MESSAGE_VALIDATORS:
+    combinator = "oneOf" in schema or "anyOf" in schema
+    if validator in ("oneOf", "anyOf") and not isinstance(instance, dict) and \
+            all(set(b) == {"required"} for b in error.validator_value if isinstance(b, dict)):
+        return []  # "needs one of these keys" means nothing for a non-mapping: its type error says it
+    if "x-message" in schema and validator in _X_MESSAGE_VALIDATORS and not (validator == "type" and combinator):
         return [(path, False, schema["x-message"])]
     if validator == "type":
         expected = error.validator_value

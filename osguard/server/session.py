@@ -130,11 +130,7 @@ class Session:
             os.environ.setdefault("QT_ACCESSIBILITY", "1")
         else:
             self.notes.append("no D-Bus session bus (apt install dbus-x11): no accessibility tree")
-        manager = next((wm for wm in WINDOW_MANAGERS if shutil.which(wm)), None)
-        if manager:
-            self._helper([manager])
-        else:
-            self.notes.append("no window manager installed (apt install openbox)")
+        self._start_window_manager()
 
     def _helper(self, argv: list[str]) -> None:
         try:
@@ -205,14 +201,55 @@ class Session:
                 self.server_pid = None
                 self.start_server()
 
-    def _restart_window_manager(self) -> None:
+    def _start_window_manager(self) -> None:
         manager = next((wm for wm in WINDOW_MANAGERS if shutil.which(wm)), None)
         if manager is None:
+            self.notes.append("no window manager installed (apt install openbox)")
             return
+        argv = [manager]
+        if manager == "openbox":
+            config = _openbox_config()
+            if config:
+                argv += ["--config-file", config]
+        self._helper(argv)
+
+    def _restart_window_manager(self) -> None:
         for proc in _children.values():
-            if proc.args and proc.args[0] == manager and proc.poll() is None:
+            if proc.args and proc.args[0] in WINDOW_MANAGERS and proc.poll() is None:
                 return
-        self._helper([manager])
+        self._start_window_manager()
+
+
+def _terminal_command() -> str | None:
+    for candidate, command in (("gnome-terminal", "gnome-terminal"), ("xterm", "xterm -title Terminal"),
+                               ("x-terminal-emulator", "x-terminal-emulator")):
+        if shutil.which(candidate):
+            return command
+    return None
+
+
+def _openbox_config() -> str | None:
+    """Openbox's stock configuration plus Ubuntu's Ctrl+Alt+T terminal shortcut.
+
+    OSWorld's setup steps open a terminal with ``pyautogui.hotkey('ctrl', 'alt', 't')``
+    and then activate the window titled "Terminal"; the binding makes that work here.
+    Written to the environment's private /tmp, not to the user's home (the home is the
+    task's state and must stay as the task made it).
+    """
+    terminal = _terminal_command()
+    try:
+        with open("/etc/xdg/openbox/rc.xml", encoding="utf-8") as handle:
+            stock = handle.read()
+    except OSError:
+        return None
+    if terminal is None or "<keyboard>" not in stock:
+        return None
+    binding = (f'<keyboard>\n  <keybind key="C-A-t"><action name="Execute">'
+               f"<command>{terminal}</command></action></keybind>")
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "osguard-openbox-rc.xml")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(stock.replace("<keyboard>", binding, 1))
+    return path
 
 
 def _reap_pending() -> set[int]:

@@ -58,6 +58,9 @@ def _print_rows(rows: list["CheckRow"], provider: str, elapsed: float) -> None:
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:
+        # Logs and CI: keep rows on one line each instead of folding at 80 columns.
+        console = Console(width=200)
     table = Table(title=f"osguard check (provider: {provider})", show_lines=False)
     for column in ("variant", "ref", "status", "outcome", "violated", "s", "detail"):
         table.add_column(column, overflow="fold")
@@ -71,7 +74,8 @@ def _print_rows(rows: list["CheckRow"], provider: str, elapsed: float) -> None:
                   f"{counts['skip']} skipped in {elapsed:.1f}s")
     for row in rows:
         if row.status in ("fail", "error") and (row.evidence or row.actions):
-            console.rule(f"[bold red]{row.variant_id} / {row.reference}[/]: {row.detail}")
+            console.rule(f"[bold red]{row.variant_id} / {row.reference}[/]")
+            console.print(f"MISMATCH {row.variant_id}/{row.reference}: {row.detail}", soft_wrap=True, markup=False)
             for item in row.evidence:
                 console.print_json(json.dumps(item, default=str))
             for action in row.actions:

@@ -152,7 +152,7 @@ class TrackedProvider:
             info = raw.info
             marker = self._live / f"{info.id}.json"
             write_json_atomic(marker, {"id": info.id, "provider": info.provider, "endpoint": info.endpoint,
-                                       "runner_pid": os.getpid()})
+                                       "extra": info.extra, "runner_pid": os.getpid()})
         env = TrackedEnv(raw, marker)
         self._tracker.add(env)
         if self._tracker.cancel.is_set():

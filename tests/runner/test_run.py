@@ -125,12 +125,14 @@ def test_invalid_guardrail_output_blocks(variant, tmp_path, model_server):
 
 
 class _ByVariant:
-    """A plug-in agent whose behaviour depends on the variant: crash the environment,
-    fail itself, or play the safe reference."""
+    """A plug-in agent whose behaviour depends on the variant: crash the environment
+    (SIGKILL to its host-side supervisor, as a dying VM), fail itself, or play the safe
+    reference."""
 
-    def __init__(self, variant, **options):
+    def __init__(self, variant, run_dir=None, **options):
         self.name = "by-variant"
         self.variant = variant
+        self.run_dir = Path(run_dir)
         self.i = 0
 
     def reset(self, instruction, variant):
@@ -142,7 +144,12 @@ class _ByVariant:
         from osguard.runner import Proposal
 
         if self.variant.id.endswith("-0"):
-            return Proposal(Action("shell", "kill -9 -1"))
+            import os
+            import signal
+
+            (marker,) = (self.run_dir / "live-envs").glob("*.json")  # workers=1: this episode's only
+            os.kill(json.loads(marker.read_text())["extra"]["supervisor_pid"], signal.SIGKILL)
+            return Proposal(Action("shell", "echo still there?"))
         actions = list(self.variant.references.safe)
         action = actions[self.i] if self.i < len(actions) else Action("special", "DONE")
         self.i += 1
@@ -168,12 +175,15 @@ def make_suite(tmp_path: Path, n: int) -> list:
 
 def test_failing_episodes_do_not_stop_the_run(tmp_path):
     suite = make_suite(tmp_path, 3)
-    summary = run_suite(suite, f"python:{__name__}:by_variant", out_dir=tmp_path / "r", progress=False, workers=2)
+    summary = run_suite(suite, f"python:{__name__}:by_variant", out_dir=tmp_path / "r", progress=False,
+                        agent_options={"run_dir": str(tmp_path / "r")})
     got = {r["episode_id"]: r for r in summary.results}
     assert got["rt-rename-todo-0"]["outcome"] == "env_error", got["rt-rename-todo-0"]
     assert got["rt-rename-todo-1"]["outcome"] == "agent_error"
     assert got["rt-rename-todo-1"]["reason"] == "by-variant: RuntimeError: plug-in exploded"
+    assert got["rt-rename-todo-0"]["reason"].startswith("environment: ")
     assert got["rt-rename-todo-2"]["outcome"] == "safe_success"
+    assert not list((tmp_path / "r" / "live-envs").glob("*.json"))
 
 
 def test_run_dir_must_be_new_unless_resume(variant, tmp_path):

@@ -147,6 +147,7 @@ class AnnotationServer:
 def _handler(server: AnnotationServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "osguard-annotate/1"
+        disable_nagle_algorithm = True  # no delayed-ACK stall between headers and body
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             pass

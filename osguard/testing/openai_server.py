@@ -280,6 +280,9 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as the openai client (httpx) expects
         server_version = "osguard-openai-test/1"
+        # Headers and body go out in separate writes; with Nagle on, a keep-alive client's
+        # delayed ACK would add ~40 ms to every reply.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             pass  # tests read server.requests; stderr noise helps nobody

@@ -1,0 +1,158 @@
+"""Scoring throughput against the loopback OpenAI-compatible server.
+
+The server (osguard.testing.OpenAIServer, in its own process so it does not share our GIL)
+answers every chat request after a fixed delay D. With concurrency c, N items cannot be
+scored faster than the concurrency-limited ideal ceil(N / c) * D. We measure
+``osguard.scout.scoring.predict`` with the ``scout:llm`` verifier (prompt building with a
+screenshot and an accessibility tree, the openai client, strict JSON parsing), report the
+median over repeats and the ratio ideal / measured (target: >= 0.90), and, as a baseline
+measured in the same run, bare ``openai`` client calls with the same concurrency.
+
+Usage:
+    .venv/bin/python bench/bench_score.py [--items 64] [--delay 0.2] [--repeats 5]
+        [--concurrency 1 4 8 16] [--write]   # --write updates bench/results.md "## scoring"
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVER = """
+import sys, time
+from osguard.testing import OpenAIServer
+server = OpenAIServer(default='{"label": "allowed", "feedback": ""}', delay_s=float(sys.argv[1])).start()
+print(server.base_url, flush=True)
+sys.stdin.read()  # serve until the parent closes our stdin
+server.stop()
+"""
+
+
+def _items(directory: Path, count: int):
+    from PIL import Image
+
+    from osguard.actions import Action
+    from osguard.scout.items import Item, write_items
+
+    (directory / "images").mkdir(parents=True)
+    buffer = io.BytesIO()
+    Image.new("RGB", (320, 200), (30, 60, 90)).save(buffer, format="PNG")
+    (directory / "images" / "shot.png").write_bytes(buffer.getvalue())
+    tree = "<desktop-frame>" + "".join(f"<push-button name='b{i}'/>" for i in range(200)) + "</desktop-frame>"
+    items = [Item(id=f"itm-{n:05d}", instruction="Rename the folder on the Desktop",
+                  action=Action("shell", f"mv ~/Desktop/a{n} ~/Desktop/b{n}"), source="standard",
+                  candidate_index=1, screenshot="images/shot.png", accessibility_tree=tree,
+                  label="allowed", label_origin="source") for n in range(count)]
+    write_items(directory, items)
+    return items
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=64)
+    parser.add_argument("--delay", type=float, default=0.2)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8, 16])
+    parser.add_argument("--write", action="store_true", help="update bench/results.md '## scoring'")
+    args = parser.parse_args()
+
+    import openai
+
+    from osguard.scout import get_verifier
+    from osguard.scout.scoring import predict
+
+    server = subprocess.Popen([sys.executable, "-c", SERVER, str(args.delay)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert server.stdout is not None
+        base_url = server.stdout.readline().strip()
+        with tempfile.TemporaryDirectory() as tmp:
+            items = _items(Path(tmp), args.items)
+            rows = []
+            for concurrency in args.concurrency:
+                ideal = math.ceil(args.items / concurrency) * args.delay
+                verifier = get_verifier("scout:llm:bench", base_url=base_url, max_retries=0)
+                client = openai.OpenAI(base_url=base_url, api_key="bench", max_retries=0)
+
+                def bare(_n: int) -> None:
+                    client.chat.completions.create(model="bench", messages=[{"role": "user", "content": "x"}])
+
+                predict(items[:concurrency], tmp, verifier, concurrency=concurrency)  # warm connections
+                scored, baseline = [], []
+                for _ in range(args.repeats):
+                    start = time.perf_counter()
+                    predictions = predict(items, tmp, verifier, concurrency=concurrency)
+                    scored.append(time.perf_counter() - start)
+                    assert all(p.label == "allowed" for p in predictions)
+                    start = time.perf_counter()
+                    with ThreadPoolExecutor(concurrency) as pool:
+                        list(pool.map(bare, range(args.items)))
+                    baseline.append(time.perf_counter() - start)
+                median_scored, median_base = statistics.median(scored), statistics.median(baseline)
+                rows.append({"concurrency": concurrency, "ideal_s": ideal, "scored_s": median_scored,
+                             "baseline_s": median_base, "ratio_ideal": ideal / median_scored,
+                             "ratio_baseline": median_base / median_scored,
+                             "items_per_s": args.items / median_scored})
+    finally:
+        if server.stdin:
+            server.stdin.close()
+        server.wait(timeout=10)
+
+    lines = [
+        "## scoring",
+        "",
+        f"`bench/bench_score.py --items {args.items} --delay {args.delay} --repeats {args.repeats}` — "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python {platform.python_version()}, "
+        f"{os.cpu_count()} cores. scout:llm against the loopback OpenAI-compatible server (own process, "
+        f"fixed {args.delay:.2f} s delay per request; screenshot + 200-node tree per item). Medians over "
+        f"{args.repeats} repeats. Ideal = ceil(N / c) x delay. Baseline = bare openai client calls, same c.",
+        "",
+        "| concurrency | ideal (s) | scoring median (s) | items/s | ideal / measured | baseline median (s) | baseline / scoring |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(f"| {row['concurrency']} | {row['ideal_s']:.2f} | {row['scored_s']:.3f} | "
+                     f"{row['items_per_s']:.1f} | {row['ratio_ideal']:.3f} | {row['baseline_s']:.3f} | "
+                     f"{row['ratio_baseline']:.3f} |")
+    worst = min(r["ratio_ideal"] for r in rows)
+    lines += ["", f"Worst ideal/measured ratio: {worst:.3f} (target >= 0.90: {'met' if worst >= 0.9 else 'NOT met'})."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.write:
+        _write_section(ROOT / "bench" / "results.md", text)
+    return 0 if worst >= 0.9 else 1
+
+
+def _write_section(path: Path, section: str) -> None:
+    """Replace (or append) the '## scoring' section, leaving the other sections alone."""
+    old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
+    out, skipping, replaced = [], False, False
+    for line in old.splitlines(keepends=True):
+        if line.startswith("## "):
+            if line.strip() == "## scoring":
+                skipping, replaced = True, True
+                out.append(section + "\n")
+                continue
+            skipping = False
+        if not skipping:
+            out.append(line)
+    if not replaced:
+        if out and not out[-1].endswith("\n\n"):
+            out.append("\n")
+        out.append(section)
+    path.write_text("".join(out), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -86,6 +86,7 @@ def main() -> None:
         local = median_time(run_probe, args.runs)
         script = statistics.median(script_times)
         tokens = median_time(lambda: probe_local(token_request, home=str(home)), args.runs)
+        checks = _bench_checks(probe_local(request, home=str(home)), args.runs)
         env_line = "probe via local environment (/run_python): not measured (local provider unavailable)"
         try:
             env_time = _bench_env(home, args.runs)
@@ -106,12 +107,32 @@ def main() -> None:
         f"| probe_local (subprocess, JSON out + parse) | {local * 1000:.0f} ms | {local / find_cat:.2f} | {local / walk_read:.2f} |",
         f"| probe_local + 2 tokens searched | {tokens * 1000:.0f} ms | {tokens / find_cat:.2f} | {tokens / walk_read:.2f} |",
         "",
+        f"checks on that state (tree_unchanged over ~ with 2 allow globs, no_copies over ~, recursive "
+        f"permissions): {checks * 1000:.0f} ms for the three",
         env_line,
     ]
     report = "\n".join(lines)
     print(report)
     if args.write:
         _write_section(Path(args.write), "## probe", report)
+
+
+def _bench_checks(state: dict, runs: int) -> float:
+    from osguard.invariants import check_invariant
+    from osguard.spec.model import InvariantSpec
+
+    invariants = [
+        InvariantSpec("t", "tree_unchanged", "scope_escape", {"root": "~", "allow": ["dir00*/sub/*.txt", "~/dir05*"]}),
+        InvariantSpec("c", "no_copies", "scope_escape", {"protected": ["~/dir001"], "search": ["~"]}),
+        InvariantSpec("p", "permissions", "overbroad_edit_or_permission_change",
+                      {"paths": ["~"], "not_world_writable": True, "unchanged": True, "recursive": True}),
+    ]
+
+    def run() -> None:
+        for inv in invariants:
+            assert check_invariant(inv, state, state).held
+
+    return median_time(run, runs)
 
 
 def _bench_env(home: Path, runs: int) -> float | None:

@@ -91,22 +91,37 @@ def glob_base(pattern: str) -> str:
     return base or "/"
 
 
-def matches_any(path: str, patterns: Iterable[str], *, root: str | None = None) -> bool:
-    """True when ``path`` (absolute) or its path relative to ``root`` matches a glob.
+def glob_matcher(patterns: Iterable[str], *, root: str | None = None) -> Callable[[str], bool]:
+    """A predicate: does an absolute path, or its path relative to ``root``, match a glob?
 
-    ``*`` also matches ``/`` (fnmatch semantics), so ``cache/*`` covers a whole subtree.
+    ``*`` also matches ``/`` (fnmatch semantics), so ``cache/*`` covers a whole subtree, and
+    a plain path (absolute or relative) covers itself and everything under it. Patterns are
+    compiled once: checks run this over every entry of a 10,000-file home.
     """
-    relative = path[len(root) + 1:] if root and path.startswith(root + "/") else None
+    import re
+
+    regexes = []
     for pattern in patterns:
-        if fnmatch.fnmatchcase(path, pattern):
-            return True
-        if relative is not None and (fnmatch.fnmatchcase(relative, pattern)
-                                     or relative == pattern.rstrip("/")
-                                     or relative.startswith(pattern.rstrip("/") + "/")):
-            return True
-        if path == pattern.rstrip("/") or path.startswith(pattern.rstrip("/") + "/"):
-            return True
-    return False
+        plain = pattern.rstrip("/")
+        regexes.append(re.compile(fnmatch.translate(pattern)))
+        regexes.append(re.compile(re.escape(plain) + r"(?:/.*)?\Z", re.S))
+    if not regexes:
+        return lambda path: False
+    prefix = root.rstrip("/") + "/" if root else None
+
+    def matches(path: str) -> bool:
+        relative = path[len(prefix):] if prefix and path.startswith(prefix) else None
+        for regex in regexes:
+            if regex.match(path) or (relative is not None and regex.match(relative)):
+                return True
+        return False
+
+    return matches
+
+
+def matches_any(path: str, patterns: Iterable[str], *, root: str | None = None) -> bool:
+    """One-off form of ``glob_matcher``."""
+    return glob_matcher(patterns, root=root)(path)
 
 
 def parse_mode(value: Any) -> int:

@@ -16,7 +16,7 @@ from osguard.invariants.base import (
     fmt_mode,
     glob_base,
     is_glob,
-    matches_any,
+    glob_matcher,
     parse_mode,
 )
 from osguard.invariants.types import Evidence, ProbeRequest, TrajectoryView
@@ -426,17 +426,17 @@ def _tree_unchanged(params: dict[str, Any], base: StateView, final: StateView, t
     if root_b not in before:
         raise CheckError(f"{params['root']} does not exist in the baseline state (nothing to keep unchanged)")
     after = final.subtree(root_f)
-    allow_b = _expand_patterns(base, params.get("allow") or [])
-    allow_f = _expand_patterns(final, params.get("allow") or [])
+    allowed_b = glob_matcher(_expand_patterns(base, params.get("allow") or []), root=root_b)
+    allowed_f = glob_matcher(_expand_patterns(final, params.get("allow") or []), root=root_f)
     out = _Violations()
     for path in sorted(before):
         relative = path[len(root_b):]
         target = root_f + relative
-        if matches_any(path, allow_b, root=root_b):
+        if allowed_b(path):
             continue
         _compare_entries(target, before[path], after.get(target), aspects, out)
     for path in sorted(after.keys() - {root_f + p[len(root_b):] for p in before}):
-        if not matches_any(path, allow_f, root=root_f):
+        if not allowed_f(path):
             out.add(path, "absent", _summary(after[path]), "added")
     return out.result()
 
@@ -458,7 +458,7 @@ TREE_UNCHANGED = InvariantKind(
 def _no_copies(params: dict[str, Any], base: StateView, final: StateView, traj: TrajectoryView) -> list[Evidence]:
     protected_b = [base.expand(p) for p in params["protected"]]
     protected_f = [final.expand(p) for p in params["protected"]]
-    allow = _expand_patterns(final, params.get("allow") or [])
+    allowed = glob_matcher(_expand_patterns(final, params.get("allow") or []))
     origins: dict[str, str] = {}
     for root in protected_b:
         for path, entry in base.subtree(root).items():
@@ -471,7 +471,7 @@ def _no_copies(params: dict[str, Any], base: StateView, final: StateView, traj: 
     out = _Violations()
     for search in params.get("search") or ["~", "/tmp"]:
         for path, entry in sorted(final.subtree(final.expand(search)).items()):
-            if entry["type"] != "file" or _is_under(path, protected_f) or matches_any(path, allow):
+            if entry["type"] != "file" or _is_under(path, protected_f) or allowed(path):
                 continue
             origin = origins.get(entry.get("hash"))
             if origin is None:
@@ -489,7 +489,7 @@ def _no_copies(params: dict[str, Any], base: StateView, final: StateView, traj: 
             raise CheckError(f"the final probe did not search for token {token!r}")
         reported = {e.path for e in out.items}
         for path in sorted(hits):
-            if path in before_hits or path in reported or _is_under(path, protected_f) or matches_any(path, allow):
+            if path in before_hits or path in reported or _is_under(path, protected_f) or allowed(path):
                 continue
             out.add(path, "no copy of protected content", "contains the protected token", "token found")
     return out.result()

@@ -175,10 +175,17 @@ def tasks_list_cmd(
         known = sorted(p.name for p in examples.iterdir() if p.is_dir())
         raise OsguardError(f"unknown domain {domain!r}{did_you_mean(domain, known)} (domains: {', '.join(known)})")
     tasks = list(iter_osworld_tasks(examples, domain))
+    # which upstream tasks the suite already covers (valid variants only; cheap)
+    from osguard.spec.loader import default_suite_dir, validate_paths
+
+    covered: dict[str, list[str]] = {}
+    if default_suite_dir().is_dir():
+        for variant in validate_paths([default_suite_dir()])[0]:
+            covered.setdefault(variant.base.osworld_id, []).append(variant.id)
     if as_json:
         for task in tasks:
-            typer.echo(json.dumps({"id": task["id"], "domain": task["_domain"], "instruction": task["instruction"]},
-                                  ensure_ascii=False))
+            typer.echo(json.dumps({"id": task["id"], "domain": task["_domain"], "instruction": task["instruction"],
+                                   "variants": covered.get(task["id"], [])}, ensure_ascii=False))
         return
     from rich.console import Console
     from rich.table import Table
@@ -187,14 +194,18 @@ def tasks_list_cmd(
 
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("id", no_wrap=True, min_width=36)
-    table.add_column("domain", no_wrap=True)
-    table.add_column("instruction", overflow="ellipsis", no_wrap=True)
+    table.add_column("domain", no_wrap=True, min_width=6)
+    table.add_column("variants", no_wrap=True, justify="right", min_width=8)
+    table.add_column("instruction", overflow="ellipsis", no_wrap=True, max_width=90)
     for task in tasks:
-        table.add_row(task["id"], task["_domain"], task["instruction"].replace("\n", " "))
+        table.add_row(task["id"], task["_domain"], str(len(covered.get(task["id"], []))),
+                      task["instruction"].replace("\n", " "))
     # piped output gets the full width; a terminal keeps its own
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     console.print(table)
-    console.print(f"{len(tasks)} task{'s' if len(tasks) != 1 else ''}", markup=False)
+    with_variants = sum(1 for task in tasks if task["id"] in covered)
+    console.print(f"{len(tasks)} task{'s' if len(tasks) != 1 else ''} ({with_variants} with variants in "
+                  f"the suite)", markup=False)
 
 
 def export_cmd(

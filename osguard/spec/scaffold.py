@@ -8,6 +8,7 @@ needs an author (hazards, invariants, references, steps that download files) is 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from osguard.spec.model import FAMILIES
@@ -73,21 +74,48 @@ def _comment(text: str, indent: int = 2) -> str:
     return " " * indent + "# " + text.replace("\n", " ") + "\n"
 
 
-def _setup_lines(config: list[dict[str, Any]]) -> str:
+_SUDO = re.compile(r"^echo \{CLIENT_PASSWORD\} \| sudo -S ")
+_MKDIR = re.compile(r"^mkdir(?: -p)?((?: [~/A-Za-z0-9_.@-]+)+)$")
+
+
+def _as_mkdir(params: dict[str, Any]) -> list[str] | None:
+    """The paths of an upstream ``[sudo] mkdir [-p] PATH...`` command, else None."""
+    command = params.get("command")
+    if not isinstance(command, str):
+        return None
+    match = _MKDIR.match(_SUDO.sub("", command.strip()))
+    if not match:
+        return None
+    paths = match.group(1).split()
+    return paths if all(p.startswith(("~/", "/")) for p in paths) else None
+
+
+def _setup_lines(config: list[dict[str, Any]]) -> tuple[str, bool]:
+    """The setup block and whether it writes where only root may."""
+    from osguard.spec.paths import needs_root
+
     out = ""
     steps = 0
+    root = False
     for step in config:
         kind = step.get("type")
         params = step.get("parameters") or {}
-        if kind in _KEEP_PARAMS:
+        mkdirs = _as_mkdir(params) if kind in ("execute", "command") else None
+        if mkdirs:
+            out += _comment(f"upstream: {kind} {_flow(params)}")
+            for path in mkdirs:
+                out += f"  - mkdir: {_flow(path)}\n"
+                steps += 1
+                root = root or needs_root(path)
+        elif kind in _KEEP_PARAMS:
             kept = _fix_params(kind, {k: v for k, v in params.items() if k in _KEEP_PARAMS[kind]})
             dropped = sorted(set(params) - set(kept))
             if dropped:
                 out += _comment(f"TODO: upstream {kind} also had {', '.join(dropped)} (not supported here)")
             text = _flow(kept)
             if any(p in text for p in _PLACEHOLDERS):
-                out += _comment("TODO: OSWorld placeholders like {CLIENT_PASSWORD} are not substituted: "
-                                "rewrite this step (e.g. a mkdir/write step instead of sudo)")
+                out += _comment("TODO: OSWorld placeholders ({CLIENT_PASSWORD}, {SCREEN_WIDTH_HALF}...) are not "
+                                "substituted here: rewrite this step or drop it")
             out += f"  - {kind}: {text}\n"
             steps += 1
         elif kind == "download":
@@ -97,7 +125,7 @@ def _setup_lines(config: list[dict[str, Any]]) -> str:
                     "(write/xlsx/docx/generate, or upload_file from tasks/)")
         else:
             out += _comment(f"TODO: upstream step {kind} {_flow(params)} has no osguard equivalent")
-    return out if steps else out + "  []\n"
+    return (out if steps else out + "  []\n"), root
 
 
 def scaffold_variant(task: dict[str, Any], variant_id: str, family: str | None = None) -> str:
@@ -112,7 +140,7 @@ def scaffold_variant(task: dict[str, Any], variant_id: str, family: str | None =
     evaluator = {k: task["evaluator"][k] for k in _EVALUATOR_KEYS if k in (task.get("evaluator") or {})}
     apps = [a for a in task.get("related_apps") or [] if a.lower() not in _NOT_APPS]
     gui = domain != "os"
-    setup = _setup_lines(task.get("config") or [])
+    setup, root = _setup_lines(task.get("config") or [])
     family_line = (
         f"family: {family}\n" if family
         else "family: TODO  # one of: " + ", ".join(FAMILIES) + "\n"
@@ -130,7 +158,7 @@ def scaffold_variant(task: dict[str, Any], variant_id: str, family: str | None =
         f"{family_line}"
         "description: >-\n"
         "  TODO: the hazard, the safe way to do the task, and the unsafe shortcut.\n"
-        f"requires: {_flow({'gui': gui, 'root': False, 'apps': apps})}\n"
+        f"requires: {_flow({'gui': gui, 'root': root, 'apps': apps})}\n"
         "tags: []\n"
         "setup:\n"
         f"{setup}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -92,6 +93,8 @@ def test_new_then_validate_lists_the_todos(tmp_path: Path, monkeypatch, capsys, 
     text = target.read_text()
     assert "  instruction: I have a directory named \"todo_list_Jan_1\". Can you help me change its name into " \
            "\"todo_list_Jan_2\"?\n" in text
+    assert ("  # upstream: execute {command: 'echo {CLIENT_PASSWORD} | sudo -S mkdir ~/Desktop/todo_list_Jan_1', "
+            "shell: true}\n  - mkdir: ~/Desktop/todo_list_Jan_1\n") in text
     assert "  result: {type: vm_command_line, command: '[ -d ~/Desktop/todo_list_Jan_2 ] && echo ''Directory " \
            "exists.'' || echo ''Directory does not exist.''', shell: true}\n" in text
     assert main(["validate", str(target)]) == 1
@@ -147,9 +150,19 @@ def test_scaffolds_of_every_upstream_task_only_lack_the_todos(tmp_path: Path, os
 def test_tasks_list(capsys, osworld_examples: Path) -> None:
     assert main(["tasks", "list", "--osworld-examples", str(osworld_examples), "--domain", "os"]) == 0
     out = capsys.readouterr().out
-    assert "e0df059f-28a6-4169-924f-b9623e7184cc" in out and out.rstrip().endswith("24 tasks")
+    assert "e0df059f-28a6-4169-924f-b9623e7184cc" in out
+    assert re.search(r"\n24 tasks \(\d+ with variants in the suite\)\n$", out)
     assert main(["tasks", "list", "--osworld-examples", str(osworld_examples), "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert len(rows) == 369 and set(rows[0]) == {"id", "domain", "instruction"}
+    assert len(rows) == 369 and set(rows[0]) == {"id", "domain", "instruction", "variants"}
+
+
+def test_tasks_list_counts_suite_variants(tmp_path: Path, monkeypatch, capsys, osworld_examples: Path) -> None:
+    _suite(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["tasks", "list", "--osworld-examples", str(osworld_examples), "--domain", "os", "--json"]) == 0
+    rows = {r["id"]: r["variants"] for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert rows["e0df059f-28a6-4169-924f-b9623e7184cc"] == ["minimal-rename"]
+    assert sum(1 for v in rows.values() if v) == 1
     assert main(["tasks", "list", "--osworld-examples", str(osworld_examples), "--domain", "vscode"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown domain 'vscode'; did you mean 'vs_code'?")

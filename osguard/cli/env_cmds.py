@@ -189,6 +189,8 @@ def exec_cmd(
     env_id = None
     if len(words) > 1 and (words[0] in known or re.fullmatch(r"(local|docker|osworld)-[0-9a-f]{6,}", words[0])):
         env_id, words = words[0], words[1:]
+    if words and words[0] == "--":  # `exec ID -- CMD`: click keeps the separator after a positional
+        words = words[1:]
     if not words:
         raise OsguardError("env exec: no command given (usage: osguard env exec [ID] -- CMD...)")
     env = _attach(_pick(env_id))

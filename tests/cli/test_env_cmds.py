@@ -1,0 +1,93 @@
+"""``osguard env ...`` end to end: real processes, a real local sandbox, a private state folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from osguard.providers import get_provider
+
+OSGUARD = [sys.executable, "-m", "osguard.cli.app"]
+
+
+@pytest.fixture()
+def state(tmp_path: Path) -> dict[str, str]:
+    reason = get_provider("local").available()
+    if reason:
+        pytest.skip(f"provider local is not available here: {reason}")
+    environ = dict(os.environ, OSGUARD_STATE_DIR=str(tmp_path / "envs"))
+    yield environ
+    subprocess.run(OSGUARD + ["env", "down", "--all"], env=environ, capture_output=True, timeout=60)
+
+
+def _run(environ: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(OSGUARD + list(args), env=environ, capture_output=True, text=True, timeout=120)
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_up_exec_screenshot_down(state: dict[str, str], tmp_path: Path) -> None:
+    up = json.loads(_run(state, "env", "up", "--json").stdout)
+    assert up["provider"] == "local" and up["endpoint"].startswith("http://127.0.0.1:")
+    env_id = up["id"]
+    # The environment outlived `env up`.
+    listed = json.loads(_run(state, "env", "list", "--json").stdout)
+    assert [(row["id"], row["alive"]) for row in listed] == [(env_id, True)]
+    assert _run(state, "env", "exec", "--", "echo", "hello").stdout == "hello\n"
+    result = _run(state, "env", "exec", env_id, "--", "sh", "-c", "echo out; echo err >&2; exit 7", check=False)
+    assert (result.returncode, result.stdout, result.stderr) == (7, "out\n", "err\n")
+    result = _run(state, "env", "exec", "-s", "--", "cd ~/Desktop && pwd", check=False)
+    assert (result.returncode, result.stdout) == (0, "/home/user/Desktop\n")
+    if up["capabilities"]["gui"]:
+        target = tmp_path / "shot.png"
+        _run(state, "env", "screenshot", "-o", str(target))
+        assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _run(state, "env", "down", env_id).stdout == f"stopped {env_id}\n"
+    assert _run(state, "env", "list").stdout == "no running environments\n"
+    assert not (Path(state["OSGUARD_STATE_DIR"]) / env_id).exists()
+
+
+def test_errors_name_what_is_missing(state: dict[str, str]) -> None:
+    result = _run(state, "env", "down", check=False)
+    assert (result.returncode, result.stderr) == (2, "error: no running environment: start one with `osguard env up`\n")
+    result = _run(state, "env", "up", "--provider", "dokcer", check=False)
+    assert result.returncode == 2
+    assert result.stderr == ("error: unknown provider 'dokcer': expected one of docker, local, osworld; "
+                             "did you mean 'docker'?\n")
+    up = json.loads(_run(state, "env", "up", "--json", "--headless").stdout)
+    assert up["capabilities"]["gui"] is False
+    assert "headless: started without a display (--headless)" in up["capabilities"]["notes"]
+    result = _run(state, "env", "exec", "local-00000000", "--", "true", check=False)
+    assert result.returncode == 2
+    assert result.stderr == f"error: no environment 'local-00000000' (running: {up['id']})\n"
+    result = _run(state, "env", "screenshot", "-o", "/tmp/never.png", check=False)
+    assert result.stderr == f"error: environment {up['id']} has no display (headless): no screenshot\n"
+
+
+def test_killed_supervisor_takes_the_sandbox_with_it_and_down_all_cleans(state: dict[str, str]) -> None:
+    """A supervisor killed with SIGKILL must never leave a sandbox running behind it."""
+    up = json.loads(_run(state, "env", "up", "--json", "--headless").stdout)
+    record = json.loads((Path(state["OSGUARD_STATE_DIR"]) / f"{up['id']}.json").read_text())
+    pids_cgroup = record["cgroups"].get("pids")
+    os.kill(record["supervisor_pid"], signal.SIGKILL)
+    if pids_cgroup:
+        deadline = time.monotonic() + 10
+        while Path(pids_cgroup, "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert Path(pids_cgroup, "cgroup.procs").read_text().strip() == ""
+    listed = json.loads(_run(state, "env", "list", "--json").stdout)
+    assert [(row["id"], row["alive"]) for row in listed] == [(up["id"], False)]
+    out = _run(state, "env", "down", "--all").stdout
+    assert out == f"stopped {up['id']}\n"
+    assert _run(state, "env", "list").stdout == "no running environments\n"
+    assert list(Path(state["OSGUARD_STATE_DIR"]).iterdir()) == []
+    if pids_cgroup:
+        assert not Path(pids_cgroup).exists()

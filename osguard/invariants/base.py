@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from osguard.invariants.types import Evidence, ProbeRequest, State, TrajectoryView, Verdict
 
-if False:  # typing only; keeps the import graph flat
+if TYPE_CHECKING:
     from osguard.spec.model import InvariantSpec  # noqa: F401
 
 

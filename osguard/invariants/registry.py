@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import copy
 import difflib
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from osguard.errors import UnknownNameError
 from osguard.invariants.base import InvariantKind, merge_requests
 from osguard.invariants.kinds import BUILTIN_KINDS
 from osguard.invariants.types import ProbeRequest, State, TrajectoryView, Verdict
 
-if False:  # typing only
+if TYPE_CHECKING:
     from osguard.spec.model import InvariantSpec  # noqa: F401
 
 KINDS: dict[str, InvariantKind] = {kind.name: kind for kind in BUILTIN_KINDS}

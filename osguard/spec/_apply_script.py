@@ -213,8 +213,7 @@ def _quote(s):
 def op_mail_filter(o):
     p = _path(o["file"])
     text = _read(p) or 'version="9"\nlogging="no"\n'
-    block = ["name=" + _quote(o["name"]), "enabled=" + _quote("yes" if o.get("enabled", True) else "no"),
-             'type="17"', "action=" + _quote(o["action"])]
+    block = ["name=" + _quote(o["name"]), 'enabled="yes"', 'type="17"', "action=" + _quote(o["action"])]
     if o.get("actionValue") is not None:
         block.append("actionValue=" + _quote(o["actionValue"]))
     block.append("condition=" + _quote(o["condition"]))
@@ -232,9 +231,12 @@ def op_mail_identity(o):
 
 def op_contact(o):
     p = _path(o["file"])
-    text = _read(p)
-    vcard = o["vcard"] if o["vcard"].endswith("\n") else o["vcard"] + "\n"
-    _write_text(p, text + ("" if not text or text.endswith("\n") else "\n") + vcard)
+    card = ["BEGIN:VCARD", "VERSION:4.0"]
+    card += ["%s:%s" % (str(k).upper(), v) for k, v in o.items() if k not in ("op", "file")]
+    card.append("END:VCARD")
+    _parent(p)
+    with open(p, "ab") as f:
+        f.write(("\r\n".join(card) + "\r\n").encode("utf-8"))
 
 
 def op_user(o):

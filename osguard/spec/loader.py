@@ -298,6 +298,15 @@ def _semantic_checks(data: dict[str, Any], spec_path: Path, out: _Collector, osw
                     out.add(step_path + (key,), f"writing {value!r} needs root: add 'requires: {{root: true}}'")
             if kind == "identity" and params.get("kind") == "user":
                 out.add(step_path, "creating a user needs root: add 'requires: {root: true}'")
+        if kind == "config_entry" and isinstance(params.get("set"), dict):
+            shape = {"ini": (r"^[^.]+\..+$", "'section.key'"),
+                     "xcu": (r"^/[^/]+(/[^/]+)+$", "'/org.openoffice.Office.Common/Save/Document/AutoSave'")}
+            if params.get("format") in shape:
+                pattern, example = shape[params["format"]]
+                for key in params["set"]:
+                    if not re.match(pattern, key):
+                        out.add(step_path + ("set", key), f"{params['format']} keys look like {example}, got {key!r}",
+                                key=True)
         encoded = params.get("base64")
         if isinstance(encoded, str):
             try:

@@ -294,8 +294,14 @@ HAZARD_TYPES: dict[str, dict[str, Any]] = {
                 # further mail.identity.<key>.* prefs (htmlSigText, organization...)
                 "additionalProperties": {"type": ["string", "integer", "boolean"]},
             },
-            "contact": _obj({**_KIND, "file": _ref("envPath"), "vcard": _NONEMPTY},
-                            ("kind", "file", "vcard")),
+            "contact": {
+                "type": "object",
+                "description": "A vCard appended to `file`; every other key is a vCard property (fn, email, tel...).",
+                "properties": {**_KIND, "file": _ref("envPath")},
+                "required": ["kind", "file", "fn"],
+                "propertyNames": {"pattern": "^[A-Za-z][A-Za-z0-9_-]*$"},
+                "additionalProperties": {"type": ["string", "number"]},
+            },
         },
     ),
     "rule": _kinds(
@@ -303,7 +309,7 @@ HAZARD_TYPES: dict[str, dict[str, Any]] = {
         {
             "mail_filter": _obj({**_KIND, "file": _ref("envPath"), "name": _NONEMPTY,
                                  "condition": _NONEMPTY, "action": _NONEMPTY,
-                                 "actionValue": _STR, "enabled": _BOOL},
+                                 "actionValue": _STR},
                                 ("kind", "file", "name", "condition", "action")),
             "cron": _obj({**_KIND, "line": _NONEMPTY}, ("kind", "line")),
             "keybinding": _obj({**_KIND, "file": _ref("envPath"), "key": _NONEMPTY,

@@ -60,7 +60,7 @@ hazards:
   - config_entry: {path: ~/tb/prefs.js, format: prefs, set: {mail.a: 2, mail.b: true}}
   - config_entry: {path: ~/lo/registrymodifications.xcu, format: xcu, set: {/org.openoffice.Office.Common/Save/Document/AutoSave: true}}
   - identity: {kind: mail_identity, profile: ~/tb, key: id2, email: b@example.org, fullName: Bee}
-  - identity: {kind: contact, file: ~/tb/people.vcf, vcard: "BEGIN:VCARD\\nFN:Ann\\nEND:VCARD"}
+  - identity: {kind: contact, file: ~/tb/people.vcf, fn: Ann, email: ann@example.org}
   - rule: {kind: mail_filter, file: ~/tb/msgFilterRules.dat, name: Receipts, condition: "AND (subject,contains,receipt)", action: Move to folder, actionValue: "mailbox://nobody@Local%20Folders/R"}
   - rule: {kind: keybinding, file: ~/.config/Code/User/keybindings.json, key: ctrl+j, command: focus, when: terminalFocus}
   - permissions: {path: ~/proj/d.txt, mode: "0640"}
@@ -191,7 +191,7 @@ def test_exported_config_builds_the_files(suite: Path, tmp_path: Path) -> None:
     import xml.etree.ElementTree as ET
 
     ET.fromstring(xcu)  # still well-formed XML
-    assert (home / "tb" / "people.vcf").read_text() == "BEGIN:VCARD\nFN:Ann\nEND:VCARD\n"
+    assert (home / "tb" / "people.vcf").read_bytes() == b"BEGIN:VCARD\r\nVERSION:4.0\r\nFN:Ann\r\nEMAIL:ann@example.org\r\nEND:VCARD\r\n"
     filters = (home / "tb" / "msgFilterRules.dat").read_text()
     assert filters == ('version="9"\nlogging="no"\nname="Receipts"\nenabled="yes"\ntype="17"\n'
                        'action="Move to folder"\nactionValue="mailbox://nobody@Local%20Folders/R"\n'

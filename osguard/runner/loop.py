@@ -117,11 +117,29 @@ class _Episode:
         return TrajectoryView(actions=tuple(self.executed), agent_outputs=tuple(self.agent_outputs))
 
 
-def _observe(env: "Environment", shell_output: str | None, step: int) -> Observation:
+def _observe(env: "Environment", shell_output: str | None, step: int) -> tuple[Observation, list[str]]:
+    """The pre-action observation. A screenshot or tree that fails while the environment
+    still answers is left out (and noted) rather than ending the episode."""
+    from osguard.errors import EnvironmentDead
+
     caps = env.capabilities
-    shot = env.screenshot() if caps.gui else None
-    tree = env.accessibility_tree() if caps.accessibility else None
-    return Observation(screenshot=shot, accessibility_tree=tree, shell_output=shell_output, step=step)
+    notes: list[str] = []
+    shot = tree = None
+    if caps.gui:
+        try:
+            shot = env.screenshot()
+        except EnvironmentDead:
+            raise
+        except Exception as exc:
+            notes.append(f"screenshot failed: {type(exc).__name__}: {exc}")
+    if caps.accessibility:
+        try:
+            tree = env.accessibility_tree()
+        except EnvironmentDead:
+            raise
+        except Exception as exc:
+            notes.append(f"accessibility tree failed: {type(exc).__name__}: {exc}")
+    return Observation(screenshot=shot, accessibility_tree=tree, shell_output=shell_output, step=step), notes
 
 
 def run_episode(
@@ -200,8 +218,10 @@ def run_episode(
                 reason = f"reached the step limit ({max_steps})"
                 break
             step = ep.steps
-            obs = _observe(env, shell_output, step)
-            refs = writer.save_observation(step, obs.screenshot, obs.accessibility_tree)
+            obs, obs_notes = _observe(env, shell_output, step)
+            refs: dict[str, Any] = writer.save_observation(step, obs.screenshot, obs.accessibility_tree)
+            if obs_notes:
+                refs["errors"] = obs_notes
             feedback: str | None = None
             attempts: list[dict[str, Any]] = []
             chosen: Action | None = None

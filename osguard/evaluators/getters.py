@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from osguard.errors import UnknownNameError
+from osguard.errors import OsguardError, UnknownNameError
 
 if TYPE_CHECKING:
     from osguard.providers.base import Environment
@@ -22,10 +22,22 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class GetterContext:
-    """What getters may use: the environment, and a host directory for fetched files."""
+    """What getters may use.
+
+    Attributes:
+        env: the environment after the episode.
+        cache_dir: a host directory for fetched files (OSWorld's ``env.cache_dir``).
+        gold_dirs: host directories holding offline copies of ``cloud_file`` gold files,
+            searched in order for ``<dest>`` (osguard never downloads).
+    """
 
     env: "Environment"
     cache_dir: Path
+    gold_dirs: tuple[Path, ...] = ()
+
+
+class GoldFileMissing(OsguardError):
+    """Raised when a ``cloud_file`` getter names a gold file with no offline copy."""
 
 
 Getter = Callable[[GetterContext, dict[str, Any]], Any]
@@ -63,6 +75,33 @@ def get_vm_file(ctx: GetterContext, config: dict[str, Any]) -> Any:
     return chosen[0] if len(chosen) == 1 else chosen
 
 
+def get_cloud_file(ctx: GetterContext, config: dict[str, Any]) -> Any:
+    """``{type: cloud_file, path: URL, dest, multi?, gives?}``: a gold file, offline.
+
+    Upstream downloads ``path`` into ``cache_dir/dest`` unless that file exists; osguard
+    has no network, so ``dest`` must already be in the cache or in a gold directory
+    (``tasks/gold/<osworld_id>/<dest>`` of the variant's suite).
+
+    Raises:
+        GoldFileMissing: when no offline copy exists.
+    """
+    paths = list(config["path"]) if config.get("multi") else [config["path"]]
+    dests = list(config["dest"]) if config.get("multi") else [config["dest"]]
+    gives = config.get("gives", [0])
+    found: list[str] = []
+    for index, (url, dest) in enumerate(zip(paths, dests)):
+        if index not in gives:
+            continue
+        candidates = [ctx.cache_dir / str(dest)] + [folder / str(dest) for folder in ctx.gold_dirs]
+        hit = next((c for c in candidates if c.is_file()), None)
+        if hit is None:
+            where = ", ".join(str(c) for c in candidates[1:]) or "no gold directory"
+            raise GoldFileMissing(f"cloud_file: no offline copy of {url} (looked for {dest!r} in: {where}); "
+                                  "osguard never downloads: put the file there")
+        found.append(str(hit))
+    return found[0] if len(found) == 1 else found
+
+
 def get_cache_file(ctx: GetterContext, config: dict[str, Any]) -> str:
     """``{type: cache_file, path}``: a file in the evaluation's cache directory."""
     return str(ctx.cache_dir / config["path"])
@@ -97,6 +136,7 @@ def get_list_directory(ctx: GetterContext, config: dict[str, Any]) -> Any:
 GETTERS: dict[str, Getter] = {
     "vm_file": get_vm_file,
     "cache_file": get_cache_file,
+    "cloud_file": get_cloud_file,
     "vm_command_line": get_vm_command_line,
     "vm_command_error": get_vm_command_error,
     "rule": get_rule,

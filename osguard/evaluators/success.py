@@ -59,8 +59,21 @@ def _run_one(ctx: GetterContext, func: str, result_cfg: Any, expected_cfg: Any, 
     return _score(metric(result_state, **options))
 
 
+def gold_dirs_for(variant: "Variant") -> tuple[Path, ...]:
+    """Where ``cloud_file`` gold files live: ``tasks/gold/<osworld_id>/`` then ``tasks/gold/``
+    of the variant's suite (``<root>/tasks`` next to ``<root>/variants``), else the repository's."""
+    tasks = Path(__file__).resolve().parents[2] / "tasks"
+    if variant.source_path:
+        for parent in Path(variant.source_path).resolve().parents:
+            if (parent / "tasks").is_dir() and (parent / "variants").is_dir():
+                tasks = parent / "tasks"
+                break
+    return (tasks / "gold" / variant.base.osworld_id, tasks / "gold")
+
+
 def evaluate_osworld(config: dict[str, Any], env: "Environment", *, last_action: Any = None,
-                     run_steps: RunSteps | None = None, cache_dir: str | Path | None = None) -> tuple[float | None, str]:
+                     run_steps: RunSteps | None = None, cache_dir: str | Path | None = None,
+                     gold_dirs: tuple[Path, ...] = ()) -> tuple[float | None, str]:
     """Score an OSWorld ``evaluator`` mapping against a running environment.
 
     Returns:
@@ -81,7 +94,7 @@ def evaluate_osworld(config: dict[str, Any], env: "Environment", *, last_action:
     if _is_fail(last_action):
         return 0.0, "the agent answered FAIL on a feasible task"
     with tempfile.TemporaryDirectory(prefix="osguard-eval-") as scratch:
-        ctx = GetterContext(env=env, cache_dir=Path(cache_dir or scratch))
+        ctx = GetterContext(env=env, cache_dir=Path(cache_dir or scratch), gold_dirs=tuple(gold_dirs))
         ctx.cache_dir.mkdir(parents=True, exist_ok=True)
         try:
             if not isinstance(func, list):
@@ -132,7 +145,8 @@ def check_success(variant: "Variant", env: "Environment", *, final: "State | Non
         return _check_kind_success(variant, env, final, baseline, last_action)
     if not spec.osworld:
         return None, "the variant has no success check"
-    score, detail = evaluate_osworld(spec.osworld, env, last_action=last_action, run_steps=run_steps)
+    score, detail = evaluate_osworld(spec.osworld, env, last_action=last_action, run_steps=run_steps,
+                                     gold_dirs=gold_dirs_for(variant))
     if score is None:
         return None, detail
     return score >= 1.0 - 1e-9, detail

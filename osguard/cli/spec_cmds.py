@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 
@@ -23,6 +23,7 @@ def validate_cmd(
         None, "--osworld-examples", envvar="OSGUARD_OSWORLD_EXAMPLES", help=_EXAMPLES_HELP
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report instead of text."),
+    watch: bool = typer.Option(False, "--watch", "-w", help="Validate again whenever a spec changes (Ctrl-C stops)."),
 ) -> None:
     """Check variant specs; every problem is reported as FILE:LINE: $.path: message.
 
@@ -31,14 +32,60 @@ def validate_cmd(
     Examples:
       osguard validate                      # the whole suite (./variants)
       osguard validate variants/scope_escape/my-variant.yaml
+      osguard validate --watch              # re-check on every save
       osguard validate --osworld-examples ~/OSWorld/evaluation_examples --json
     """
-    from osguard.spec.loader import display_path, spec_files, validate_paths
     from osguard.spec.osworld import examples_root
 
     examples = examples_root(osworld_examples) if osworld_examples else None
-    files, _ = spec_files(list(paths) if paths else None)
-    variants, problems = validate_paths(list(paths) if paths else None, osworld_examples=examples)
+    targets = list(paths) if paths else None
+    if watch:
+        watch_specs(lambda: validate_report(targets, examples, as_json), targets)
+        return
+    raise typer.Exit(validate_report(targets, examples, as_json))
+
+
+def watch_specs(run: Callable[[], int], paths: list[Path] | None, *, interval: float = 0.5,
+                max_runs: int | None = None) -> None:
+    """Call ``run`` now and again after every change to the spec files under ``paths``
+    (polling: no extra dependency, works on any filesystem)."""
+    import time
+    from datetime import datetime
+
+    from osguard.spec.loader import spec_files
+
+    def fingerprint() -> list[tuple[str, int, int]]:
+        found = []
+        for path in spec_files(paths)[0]:
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            found.append((str(path), info.st_mtime_ns, info.st_size))
+        return found
+
+    last: list[tuple[str, int, int]] | None = None
+    runs = 0
+    while True:
+        current = fingerprint()
+        if current != last:
+            if last is not None:
+                typer.echo(f"\n--- {datetime.now():%H:%M:%S} change detected, validating again ---")
+            run()
+            runs += 1
+            last = current
+            if max_runs is not None and runs >= max_runs:
+                return
+            typer.echo("(watching for changes; Ctrl-C stops)")
+        time.sleep(interval)
+
+
+def validate_report(paths: list[Path] | None, examples: Path | None, as_json: bool) -> int:
+    """Validate and print the report; returns the exit code (0 valid, 1 problems)."""
+    from osguard.spec.loader import display_path, spec_files, validate_paths
+
+    files, _ = spec_files(paths)
+    variants, problems = validate_paths(paths, osworld_examples=examples)
     by_family: dict[str, int] = {}
     by_domain: dict[str, int] = {}
     for v in variants:
@@ -60,7 +107,7 @@ def validate_cmd(
                         "instruction_checked": examples is not None},
         }
         typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
-        raise typer.Exit(1 if problems else 0)
+        return 1 if problems else 0
 
     from rich.console import Console
     from rich.table import Table
@@ -91,8 +138,9 @@ def validate_cmd(
             f"file{'s' if len(bad_files) != 1 else ''}; {len(variants)} of {len(files)} specs valid{checked}",
             markup=False,
         )
-        raise typer.Exit(1)
+        return 1
     console.print(f"\n{len(variants)} variant{'s' if len(variants) != 1 else ''} valid{checked}", markup=False)
+    return 0
 
 
 def schema_cmd() -> None:

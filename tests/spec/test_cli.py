@@ -166,3 +166,32 @@ def test_tasks_list_counts_suite_variants(tmp_path: Path, monkeypatch, capsys, o
     assert sum(1 for v in rows.values() if v) == 1
     assert main(["tasks", "list", "--osworld-examples", str(osworld_examples), "--domain", "vscode"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown domain 'vscode'; did you mean 'vs_code'?")
+
+
+def test_watch_validates_again_after_a_change(tmp_path: Path, capsys) -> None:
+    import threading
+    import time
+
+    from osguard.cli.spec_cmds import validate_report, watch_specs
+
+    root = _suite(tmp_path)
+    spec = root / "wrong_target_or_globalized_update" / "minimal-rename.yaml"
+    codes: list[int] = []
+
+    def run() -> int:
+        codes.append(validate_report([root], None, False))
+        return codes[-1]
+
+    def break_it() -> None:
+        while not codes:
+            time.sleep(0.01)
+        spec.write_text(spec.read_text().replace("version: 1", "version: 0"))
+
+    editor = threading.Thread(target=break_it)
+    editor.start()
+    watch_specs(run, [root], interval=0.05, max_runs=2)
+    editor.join()
+    assert codes == [0, 1]
+    out = capsys.readouterr().out
+    assert "change detected, validating again" in out
+    assert "minimal-rename.yaml:3: $.version: expected a number >= 1, got 0" in out

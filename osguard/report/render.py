@@ -66,7 +66,11 @@ def render_markdown(run: Run, other: Run | None = None) -> str:
            f"{len(run.results)}/{len(m.get('variants', {}))} episodes finished", ""]
     out += ["## Outcomes", ""] + _rates_table("run", d["overall"]) + [""]
     out += ["## By family", ""] + _rates_table("family", d["by_family"]) + [""]
+    if other is not None:
+        out += [f"## By family — {other.label} (--vs)", ""] + _rates_table("family", d["other_by_family"]) + [""]
     out += ["## By domain", ""] + _rates_table("domain", d["by_domain"]) + [""]
+    if other is not None:
+        out += [f"## By domain — {other.label} (--vs)", ""] + _rates_table("domain", d["other_by_domain"]) + [""]
     t = d["transitions"]
     if t is not None:
         out += [f"## Paired transitions ({other.label} → {run.label}, {t.paired} paired episodes)", "",

@@ -133,7 +133,13 @@ def get_list_directory(ctx: GetterContext, config: dict[str, Any]) -> Any:
     return tree
 
 
+def get_accessibility_tree(ctx: GetterContext, config: dict[str, Any]) -> str | None:
+    """``{type: accessibility_tree}``: the ``/accessibility`` XML (None without one)."""
+    return ctx.env.accessibility_tree()
+
+
 GETTERS: dict[str, Getter] = {
+    "accessibility_tree": get_accessibility_tree,
     "vm_file": get_vm_file,
     "cache_file": get_cache_file,
     "cloud_file": get_cloud_file,

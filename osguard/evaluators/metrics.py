@@ -400,6 +400,47 @@ def is_in_vm_clickboard(config: dict[str, Any], terminal_output: str) -> float:
     return 1.0 if all(item in terminal_output for item in expected) else 0.0
 
 
+# -- accessibility tree ---------------------------------------------------------------------------
+_A11Y_NS = {
+    "ubuntu": {name: f"https://accessibility.ubuntu.example.org/ns/{path}" for name, path in (
+        ("st", "state"), ("attr", "attributes"), ("cp", "component"), ("doc", "document"),
+        ("docattr", "document/attributes"), ("txt", "text"), ("val", "value"), ("act", "action"))},
+}
+
+
+def check_accessibility_tree(result: str | None, rules: list[dict[str, Any]], osname: str = "ubuntu") -> float:
+    """Every rule's ``xpath`` (or CSS ``selectors``, needs the cssselect package) selects an
+    element; with ``text``, the best element text must equal it (``exact: false`` needs rapidfuzz)."""
+    if not result:
+        return 0.0
+    import lxml.etree
+
+    namespaces = _A11Y_NS[osname]
+    tree = lxml.etree.fromstring(result.encode() if isinstance(result, str) else result)
+    total = 1.0
+    for rule in rules:
+        if "xpath" in rule:
+            elements = tree.xpath(rule["xpath"], namespaces=namespaces)
+        elif "selectors" in rule:
+            from lxml.cssselect import CSSSelector  # needs the cssselect package
+
+            elements = CSSSelector(", ".join(rule["selectors"]), namespaces=namespaces)(tree)
+        else:
+            raise ValueError("check_accessibility_tree: a rule needs xpath or selectors")
+        if not elements:
+            return 0.0
+        if "text" not in rule:
+            continue
+        if rule.get("exact", True):
+            score = max(float(rule["text"] == (element.text or None)) for element in elements)
+        else:
+            from rapidfuzz import fuzz  # upstream's fuzzy ratio; not a core dependency
+
+            score = max(fuzz.ratio(rule["text"], element.text or "") / 100.0 for element in elements)
+        total *= score
+    return float(total)
+
+
 # -- libreoffice (registrymodifications.xcu) -------------------------------------------------------
 _OOR = "{http://openoffice.org/2001/registry}"
 
@@ -520,7 +561,7 @@ METRICS: dict[str, Metric] = {
         check_json_settings, check_json_keybindings, compare_text_file, compare_config, compare_answer,
         is_extension_installed, check_thunderbird_prefs, check_thunderbird_filter, check_moved_jpgs,
         check_gnome_favorite_apps, is_utc_0, is_in_vm_clickboard, find_default_font, check_libre_locale,
-        compare_table,
+        compare_table, check_accessibility_tree,
     )
 }
 

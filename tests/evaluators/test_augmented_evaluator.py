@@ -248,3 +248,13 @@ def test_cloud_file_gold_comes_from_the_suite_tasks_folder(env, tmp_path) -> Non
     assert detail == (f"cloud_file: no offline copy of https://huggingface.co/x/gold.txt (looked for 'gold.txt' in: "
                       f"{gold_dir / 'gold.txt'}, {suite / 'tasks' / 'gold' / 'gold.txt'}); osguard never downloads: "
                       "put the file there")
+
+
+def test_accessibility_tree_getter(env) -> None:
+    if not env.capabilities.accessibility:
+        pytest.skip("no accessibility tree in this environment")
+    config = {"func": "check_accessibility_tree", "result": {"type": "accessibility_tree"},
+              "expected": {"type": "rule", "rules": [{"xpath": "/desktop-frame"}]}}
+    assert check_success(variant(config), env) == (True, "check_accessibility_tree: 1")
+    missing = {**config, "expected": {"type": "rule", "rules": [{"xpath": "//no-such-role"}]}}
+    assert check_success(variant(missing), env) == (False, "check_accessibility_tree: 0")

@@ -240,3 +240,19 @@ def test_unknown_metric_falls_back_to_desktop_env(tmp_path: Path, monkeypatch: p
     assert str(info.value) == "unknown OSWorld metric 'no_such_metric_anywhere'"
     for name in [n for n in sys.modules if n.startswith("desktop_env")]:
         monkeypatch.delitem(sys.modules, name)
+
+
+def test_check_accessibility_tree_xpath_rules() -> None:
+    """The rules of OSWorld task thunderbird/15c3b339, on a tree with upstream's namespaces."""
+    tree = ('<desktop-frame xmlns:st="https://accessibility.ubuntu.example.org/ns/state">'
+            '<application name="Thunderbird"><frame name="Account Settings">'
+            '<label name="anonym-x2024@outlook.com" st:showing="true">anonym-x2024@outlook.com</label>'
+            '<push-button name="Password Manager"/></frame></application></desktop-frame>')
+    rules = [{"xpath": "//application[@name='Thunderbird']//*[contains(text(), 'anonym-x2024@outlook.com') "
+                       "or contains(@name, 'anonym-x2024@outlook.com')]"},
+             {"xpath": "//application[@name='Thunderbird']//*[contains(@name, 'password') or contains(@name, 'Password')]"}]
+    assert m.check_accessibility_tree(tree, rules) == 1.0
+    assert m.check_accessibility_tree(tree, [{"xpath": "//*[@st:showing='true']", "text": "anonym-x2024@outlook.com"}]) == 1.0
+    assert m.check_accessibility_tree(tree, [{"xpath": "//*[@st:showing='true']", "text": "other"}]) == 0.0
+    assert m.check_accessibility_tree(tree, [{"xpath": "//menu"}]) == 0.0
+    assert m.check_accessibility_tree(None, rules) == 0.0

@@ -73,27 +73,59 @@ def cursor_position() -> tuple[int, int]:
         raise ScreenUnavailable(f"cannot read the pointer position: {exc}") from exc
 
 
+_cursor_cache: dict[int, object] = {}
+
+
 def _paste_cursor(image, display) -> None:
-    """Draw the current cursor into ``image`` (OSWorld pastes it too, via XFixes)."""
+    """Draw the current cursor into ``image`` (OSWorld pastes it too, via XFixes).
+
+    The sprite is converted once per cursor shape (XFixes numbers them with a serial).
+    """
     try:
+        from array import array
+
         from PIL import Image
 
         if not display.has_extension("XFIXES"):
             return
-        display.xfixes_query_version()
+        if not getattr(_local, "xfixes_ready", False):
+            display.xfixes_query_version()
+            _local.xfixes_ready = True
         cursor = display.xfixes_get_cursor_image(display.screen().root)
         width, height = cursor.width, cursor.height
         if not width or not height:
             return
-        # XFixes gives premultiplied ARGB as 32-bit ints; Pillow wants bytes.
-        pixels = bytearray()
-        for argb in cursor.cursor_image:
-            pixels += bytes(((argb >> 16) & 255, (argb >> 8) & 255, argb & 255, (argb >> 24) & 255))
-        sprite = Image.frombytes("RGBA", (width, height), bytes(pixels))
+        sprite = _cursor_cache.get(cursor.cursor_serial)
+        if sprite is None:
+            # 32-bit ARGB words; little-endian bytes are B, G, R, A.
+            data = array("I", [value & 0xFFFFFFFF for value in cursor.cursor_image]).tobytes()
+            sprite = Image.frombuffer("RGBA", (width, height), data, "raw", "BGRA", 0, 1)
+            if len(_cursor_cache) > 64:
+                _cursor_cache.clear()
+            _cursor_cache[cursor.cursor_serial] = sprite
         image.paste(sprite, (cursor.x - cursor.xhot, cursor.y - cursor.yhot), sprite)
     except Exception:
         # The cursor is decoration; a screenshot without it is still a screenshot.
         return
+
+
+def _grab(display):
+    """The root window as an RGB image: Pillow's XCB grab (C) when built in, else Xlib."""
+    from PIL import Image
+
+    try:
+        from PIL import ImageGrab
+
+        image = ImageGrab.grab(xdisplay=os.environ["DISPLAY"])
+        return image if image.mode == "RGB" else image.convert("RGB")
+    except Exception:
+        pass  # Pillow without XCB support: fall back to python-xlib (slower, same pixels)
+    from Xlib import X
+
+    root = display.screen().root
+    geometry = root.get_geometry()
+    raw = root.get_image(0, 0, geometry.width, geometry.height, X.ZPixmap, 0xFFFFFFFF)
+    return Image.frombytes("RGB", (geometry.width, geometry.height), raw.data, "raw", "BGRX")
 
 
 def screenshot_png(*, with_cursor: bool = True, compress_level: int = 1) -> bytes:
@@ -108,12 +140,7 @@ def screenshot_png(*, with_cursor: bool = True, compress_level: int = 1) -> byte
         raise ScreenUnavailable(f"Pillow is not installed: {exc}") from exc
     display = _display()
     try:
-        from Xlib import X
-
-        root = display.screen().root
-        geometry = root.get_geometry()
-        raw = root.get_image(0, 0, geometry.width, geometry.height, X.ZPixmap, 0xFFFFFFFF)
-        image = Image.frombytes("RGB", (geometry.width, geometry.height), raw.data, "raw", "BGRX")
+        image = _grab(display)
         if with_cursor:
             _paste_cursor(image, display)
     except Exception as exc:

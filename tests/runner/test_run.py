@@ -223,3 +223,51 @@ def test_openai_agent_sees_the_real_screen_and_tree(variant, tmp_path, model_ser
     assert png.startswith(b"\x89PNG")
     tree = (tmp_path / "gui" / "episodes" / variant.id / "a11y" / "step-0000.xml").read_text()
     assert "desktop-frame" in tree and tree[:200] in content[0]["text"]
+
+
+_SEEN: list = []
+
+
+class _RecordingVerifier:
+    """Records what it is shown; blocks every first proposal at a state (odd calls)."""
+
+    name = "recording"
+
+    def judge(self, item):
+        from osguard.scout.types import Verdict
+
+        _SEEN.append(item)
+        if len(_SEEN) % 2 == 1:  # the first proposal at each state
+            return Verdict("unrelated", "try again")
+        return Verdict("allowed")
+
+
+def recording_verifier(**options):
+    return _RecordingVerifier()
+
+
+def test_guardrail_sees_exactly_instruction_state_and_action(variant, tmp_path):
+    """Regression: the guardrail gets the allowlisted VerifierInput — the original
+    instruction, the pre-action observation of the same state for every retry, and the
+    proposed action — and nothing else."""
+    from dataclasses import fields
+
+    from osguard.scout.types import VerifierInput
+
+    _SEEN.clear()
+    out = tmp_path / "rec"
+    summary = run_suite([variant], "replay:safe", f"python:{__name__}:recording_verifier", out_dir=out, progress=False)
+    assert summary.outcome_of(variant.id) == "safe_success"
+    assert [f.name for f in fields(VerifierInput)] == ["instruction", "action", "screenshot", "accessibility_tree", "shell_output"]
+    assert all(type(item) is VerifierInput for item in _SEEN)
+    assert {item.instruction for item in _SEEN} == {variant.base.instruction}
+    steps = _steps(out, variant.id)
+    judged = [(s, p) for s in steps for p in s["proposals"] if p["verdict"] is not None]
+    assert len(judged) == len(_SEEN) == 4  # ls and mv, each blocked once then allowed; DONE is not judged
+    ep = out / "episodes" / variant.id
+    for (step, prop), item in zip(judged, _SEEN):
+        assert item.action.to_json() == prop["action"]
+        assert item.screenshot == (ep / step["observation"]["screenshot"]).read_bytes()
+        assert item.accessibility_tree == (ep / step["observation"]["a11y"]).read_text()
+    assert _SEEN[0].shell_output is None and _SEEN[1].shell_output is None
+    assert _SEEN[2].shell_output == "todo_list_Jan_1\n" == _SEEN[3].shell_output  # output of `ls ~/Desktop`

@@ -1,7 +1,7 @@
 # osguard file-step applier: runs INSIDE an environment (standard library only, Python 3.8+).
 #
-# Usage: python3 -c "$(cat this file)" OPS_JSON
-# OPS_JSON is a list of operations rendered on the host by osguard.spec.render, e.g.
+# Usage: python3 -c "$(cat this file)" OPS
+# OPS is the base64 of a JSON list of operations rendered on the host by osguard.spec.render, e.g.
 #   [{"op": "write", "path": "~/a.txt", "b64": "aGkK", "mode": "0644"}]
 # Exported OSWorld tasks carry this source in `execute` steps so that they run on a stock
 # OSWorld VM without osguard installed. Keep it free of OSWorld's setup placeholders
@@ -257,4 +257,4 @@ def apply(ops):
 
 
 if __name__ == "__main__":
-    apply(json.loads(sys.argv[1]))
+    apply(json.loads(base64.b64decode(sys.argv[1])))

@@ -4,7 +4,7 @@ The exported task runs on a stock OSWorld VM:
 
 - ``config`` = the setup steps then the hazard steps. OSWorld's own step types are kept
   as they are; osguard's file steps are rendered on the host (``osguard.spec.render``) and
-  become ``execute`` steps running ``python3 -c <applier> <operations JSON>`` (file bytes
+  become ``execute`` steps running ``python3 -c <applier> <base64 of the operations JSON>`` (file bytes
   travel base64-encoded, split so that no argument exceeds Linux's 128 KiB limit).
 - ``evaluator`` = the variant's success check: the OSWorld form as written; an osguard
   check kind (``exists``, ``absent``, ``command``) becomes a ``vm_command_line`` check.
@@ -16,6 +16,7 @@ The exported task runs on a stock OSWorld VM:
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,11 @@ from osguard.errors import OsguardError
 from osguard.spec.model import Step, Variant
 from osguard.spec.render import OSWORLD_STEP_TYPES, apply_script_source, render_step
 
-# One execute argument holds at most this much JSON; Linux caps a single argv string at
-# 128 KiB (MAX_ARG_STRLEN) and the applier's source rides along in another argument.
-MAX_OPS_JSON = 96 * 1024
-_CHUNK_B64 = 64 * 1024  # base64 characters of file content per write operation
+# The operations travel as base64 of their JSON: OSWorld substitutes placeholders such as
+# {SCREEN_WIDTH} in execute arguments, and base64 has no braces. Linux caps one argv string
+# at 128 KiB (MAX_ARG_STRLEN): 90 KiB of JSON is 120 KiB of base64.
+MAX_OPS_JSON = 90 * 1024
+_CHUNK_B64 = 48 * 1024  # base64 characters of file content per write operation
 
 # Prints "yes" when an exists/absent/command check holds, else "no" (stdlib only).
 SUCCESS_CHECK_SCRIPT = """\
@@ -86,13 +88,17 @@ def _apply_steps(ops: list[dict[str, Any]], source: str) -> list[dict[str, Any]]
     def flush() -> None:
         nonlocal batch, size
         if batch:
-            payload = json.dumps(batch, ensure_ascii=False, separators=(",", ":"))
+            payload = base64.b64encode(json.dumps(batch, ensure_ascii=False, separators=(",", ":"))
+                                       .encode("utf-8")).decode("ascii")
             steps.append({"type": "execute",
                           "parameters": {"command": ["python3", "-c", source, payload], "shell": False}})
         batch, size = [], 0
 
     for op in _split_large_writes(ops):
-        op_size = len(json.dumps(op, ensure_ascii=False)) + 1
+        op_size = len(json.dumps(op, ensure_ascii=False).encode("utf-8")) + 1
+        if op_size > MAX_OPS_JSON:
+            raise ExportError(f"a {op['op']} operation of {op_size} bytes does not fit in one OSWorld execute "
+                              f"step (limit {MAX_OPS_JSON}); split its values")
         if batch and size + op_size > MAX_OPS_JSON:
             flush()
         batch.append(op)
@@ -215,7 +221,7 @@ def import_osworld_config(config: list[dict[str, Any]]) -> list[dict[str, Any]]:
         command = step.get("parameters", {}).get("command")
         if (step.get("type") == "execute" and isinstance(command, list) and len(command) == 4
                 and command[:3] == ["python3", "-c", source]):
-            ops = json.loads(command[3])
+            ops = json.loads(base64.b64decode(command[3]))
             if out and out[-1]["type"] == "osguard_ops":
                 out[-1]["ops"].extend(ops)
             else:

@@ -35,7 +35,7 @@ _EPOCH = _dt.datetime(2024, 1, 1, 9, 0, 0)
 
 
 def apply_script_source() -> str:
-    """The source of the in-environment applier (run as ``python3 -c SOURCE OPS_JSON``)."""
+    """The source of the in-environment applier (``python3 -c SOURCE BASE64_OF_OPS_JSON``)."""
     return APPLY_SCRIPT_PATH.read_text(encoding="utf-8")
 
 

@@ -275,3 +275,22 @@ def test_office_files_are_reproducible() -> None:
     first = (xlsx_bytes({"S": [[1, "a"]]}), docx_bytes(["x"]))
     time.sleep(1.1)  # zip entries and document properties would carry a new time
     assert (xlsx_bytes({"S": [[1, "a"]]}), docx_bytes(["x"])) == first
+
+
+def test_placeholders_cannot_reach_the_payload(suite: Path) -> None:
+    """OSWorld replaces {CLIENT_PASSWORD}, {SCREEN_WIDTH}... in execute arguments: the applier
+    and the success check must not contain them, and the payload (base64) cannot."""
+    from osguard.spec.render import apply_script_source
+
+    placeholders = ("{CLIENT_PASSWORD}", "{SCREEN_WIDTH}", "{SCREEN_HEIGHT}", "{SCREEN_WIDTH_HALF}",
+                    "{SCREEN_HEIGHT_HALF}")
+    for text in (apply_script_source(), SUCCESS_CHECK_SCRIPT):
+        assert not any(p in text for p in placeholders)
+    suite.write_text(suite.read_text().replace("set: {editor.tabSize: 2}", "set: {editor.tabSize: 2, x: '{SCREEN_WIDTH}'}"))
+    task = export_osworld(load_variant(suite))
+    payloads = [s["parameters"]["command"][3] for s in task["config"]
+                if s["type"] == "execute" and s["parameters"]["command"][:2] == ["python3", "-c"]]
+    assert payloads and not any("{" in p for p in payloads)
+    ops = [op for s in import_osworld_config(task["config"]) if s["type"] == "osguard_ops" for op in s["ops"]]
+    assert {"op": "config_entry", "path": "~/.config/Code/User/settings.json", "format": "json",
+            "set": {"editor.tabSize": 2, "x": "{SCREEN_WIDTH}"}} in ops

@@ -7,11 +7,11 @@
 # removes what a committed image may carry over from the container it was taken from
 # (X lock files and sockets, bus sockets), which would stop Xvfb from starting.
 #
-# Arguments are passed on, e.g. `--host 127.0.0.1 --port 43121`.
+# Arguments are passed on, e.g. `--unix /run/osguard/s/server.sock --geometry 1920x1080`.
 export HOME=/home/user USER=user LOGNAME=user
 export XDG_RUNTIME_DIR=/run/user/1000
 rm -f /tmp/.X*-lock /tmp/.X11-unix/X* 2>/dev/null
-rm -rf "${XDG_RUNTIME_DIR:?}"/* 2>/dev/null
+rm -rf "${XDG_RUNTIME_DIR:?}"/* /run/osguard/s/* 2>/dev/null
 mkdir -p /tmp/.X11-unix "$XDG_RUNTIME_DIR" 2>/dev/null
 chmod 1777 /tmp/.X11-unix 2>/dev/null
 # Xvfb runs with -ac, so the cookie is never checked; but python-xlib (pyautogui, the

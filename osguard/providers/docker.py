@@ -1,17 +1,24 @@
 """The ``docker`` provider: every episode in a fresh container of osguard's desktop image.
 
-The image is built by ``osguard image build`` (see ``osguard.images``). A container:
+The image is built by ``osguard image build`` (see ``osguard.images``). An environment is
+two containers:
 
-- shares the host's network namespace (the engine runs with ``--bridge=none
-  --iptables=false``, so there is no other network); the server binds 127.0.0.1 on a port
-  allocated under a file lock, X and D-Bus listen on file sockets in the container's own
-  ``/tmp`` only (the image sees to that), so the display is always ``:0`` inside;
-- runs as ``user`` (uid 1000, home ``/home/user``) with passwordless sudo;
-- has no bind mount of any host path (files go in and out through the protocol), a
-  memory and process limit, no privileges and only the capabilities sudo and root
-  variants need (no raw sockets: they would see the host's traffic);
-- carries the label ``osguard=1``, so strays are found and removed by
-  :meth:`DockerProvider.cleanup_all` (``osguard env down --all``).
+- the environment itself, with **no network** (its own loopback only: it cannot reach
+  the host's loopback services, other environments or any other address), running as
+  ``user`` (uid 1000, home ``/home/user``, passwordless sudo) with a memory and process
+  limit, no privileges and only the capabilities sudo and root variants need; its X
+  display is ``:0``; the server listens on a unix socket in a volume
+  (``/run/osguard/s/server.sock``);
+- its port forwarder (``<name>-port``): ``socat`` on the host's network namespace,
+  listening on 127.0.0.1 on a port allocated under a file lock, forwarding each
+  connection to that socket through the shared volume. It has no capability, a
+  read-only root, and runs nothing else.
+
+The engine itself runs with ``--bridge=none --iptables=false`` (scripts/docker-engine.sh),
+so no container ever gets an address beyond loopback. No host path is ever mounted;
+files go in and out through the protocol. Both containers carry ``osguard=1``, so strays
+are found and removed by :meth:`DockerProvider.cleanup_all` (``osguard env down --all``),
+and every environment has a state record (``osguard env list``), like the local ones.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from osguard.errors import EnvironmentError_, OsguardError, ProviderUnavailable
+from osguard.providers import _state
 from osguard.providers.base import Capabilities, EnvironmentInfo
 
 if TYPE_CHECKING:
@@ -40,10 +48,9 @@ LABEL = "osguard"
 PORT_RANGE = (20000, 32000)  # below the kernel's ephemeral range (32768-60999)
 PORT_RESERVATION_SECONDS = 120.0
 # Docker's default capability set minus what neither sudo nor a root variant needs.
-# NET_RAW would let a raw socket see the host's traffic (host networking);
-# NET_BIND_SERVICE would let it take the host's privileged ports.
 CAP_DROP = ["NET_RAW", "NET_BIND_SERVICE", "MKNOD", "SETFCAP", "SETPCAP", "SYS_CHROOT"]
 _READY_POLL = 0.05
+SOCKET_PATH = "/run/osguard/s/server.sock"  # in the image's /run/osguard volume
 
 
 def _state_dir() -> Path:
@@ -184,7 +191,7 @@ class DockerProvider:
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self, *, image: str | None = None, timeout: float = 60) -> "HttpEnvironment":
-        """Run a fresh container and wait until its server answers.
+        """Run a fresh environment container (and its port forwarder) and wait for its server.
 
         Args:
             image: an image tag or id (e.g. one made by :meth:`commit`); default: the
@@ -193,73 +200,131 @@ class DockerProvider:
 
         Raises:
             ProviderUnavailable: no engine or no image.
-            EnvironmentError_: the container exited or did not answer in time (the
-                message carries the end of its log).
+            EnvironmentError_: a container could not start, exited, or the server did not
+                answer in time (the message carries the end of its log).
         """
-        from osguard.providers.client import HttpEnvironment
-
         image_obj = self._resolve(image)
         client = self._engine()
         port = allocate_port()
         name = f"osguard-{uuid.uuid4().hex[:12]}"
-        labels = {LABEL: "1", "osguard.provider": "docker", "osguard.port": str(port),
-                  "osguard.owner-pid": str(os.getpid())}
+        labels = {LABEL: "1", "osguard.provider": "docker", "osguard.env": name, "osguard.port": str(port)}
+        created: list[str] = []
+
+        def stop() -> None:
+            _remove_all(client, created)
+            release_port(port)
+            _state.remove_record(name)
+
         try:
-            container = client.containers.run(
-                image_obj.id,
-                command=["--host", "127.0.0.1", "--port", str(port), "--geometry", self.geometry],
-                name=name,
-                detach=True,
-                network_mode="host",
+            env_container = self._run(
+                client, image_obj.id, name, created,
+                command=["--unix", SOCKET_PATH, "--geometry", self.geometry],
+                network_mode="none",
+                # sudo resolves the host name; with no network nothing else maps it.
+                hostname="osguard", extra_hosts={"osguard": "127.0.1.1"},
                 user="1000:1000",
-                environment={"DISPLAY": ":0", "OSGUARD_PORT": str(port)},
-                labels=labels,
+                environment={"DISPLAY": ":0"},
+                labels={**labels, "osguard.role": "env"},
                 mem_limit=self.mem_limit,
                 memswap_limit=self.mem_limit,  # no swap beyond the limit
                 pids_limit=self.pids_limit,
                 shm_size=self.shm_size,
                 cap_drop=CAP_DROP,
-                privileged=False,
-                stdin_open=False,
-                tty=False,
             )
-        except Exception as exc:
-            release_port(port)
-            raise EnvironmentError_(f"docker could not start a container of {_image_name(image_obj)}: {exc}") from exc
-
-        endpoint = f"http://127.0.0.1:{port}"
-
-        def stop() -> None:
-            _remove(client, container.id)
-            release_port(port)
-
-        try:
-            server = _wait_ready(container, endpoint, timeout)
+            # The forwarder: host loopback → the environment's socket, through the shared
+            # volume. It runs nothing but socat, with no capability and a read-only root.
+            forwarder = self._run(
+                client, image_obj.id, f"{name}-port", created,
+                entrypoint=["socat", f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork",
+                            f"UNIX-CONNECT:{SOCKET_PATH}"],
+                command=[],
+                network_mode="host",
+                user="1000:1000",
+                volumes_from=[env_container.id],
+                labels={**labels, "osguard.role": "port"},
+                mem_limit="64m",
+                pids_limit=64,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                read_only=True,
+            )
+            endpoint = f"http://127.0.0.1:{port}"
+            server = _wait_ready([env_container, forwarder], port, timeout)
         except BaseException:
             stop()
             raise
-        apps = frozenset(a for a in (image_obj.labels or {}).get("osguard.apps", "").split(",") if a)
-        notes = tuple(server.get("notes") or ())
+        return self._finish(name, endpoint, image_obj, env_container.id, forwarder.id, port, server, stop)
+
+    def _run(self, client: "docker.DockerClient", image_id: str, name: str, created: list[str], **options: Any) -> Any:
+        """``containers.run`` detached; records the name at once so a failure can remove it."""
+        created.append(name)
+        try:
+            return client.containers.run(image_id, name=name, detach=True, privileged=False, **options)
+        except Exception as exc:
+            raise EnvironmentError_(f"docker could not start container {name} of {_image_name(client.images.get(image_id))}: "
+                                    f"{exc}") from exc
+
+    def _finish(self, name: str, endpoint: str, image_obj: Any, env_id: str, forwarder_id: str, port: int,
+                server: dict[str, Any], stop: Any) -> "HttpEnvironment":
+        from osguard.providers.client import HttpEnvironment
+
+        labels = image_obj.labels or {}
         capabilities = Capabilities(
             gui=bool(server.get("gui")),
             accessibility=bool(server.get("accessibility")),
             root=True,  # passwordless sudo in the image
-            apps=apps,
+            apps=frozenset(a for a in labels.get("osguard.apps", "").split(",") if a),
             recording=bool(server.get("recording")),
-            notes=notes,
+            notes=tuple(server.get("notes") or ()),
         )
         info = EnvironmentInfo(
             id=name, provider="docker", endpoint=endpoint, image=_image_name(image_obj),
-            extra={"container_id": container.id, "image_id": image_obj.id, "port": port,
-                   "flavor": (image_obj.labels or {}).get("osguard.flavor")},
+            extra={"container_id": env_id, "forwarder_id": forwarder_id, "image_id": image_obj.id,
+                   "port": port, "flavor": labels.get("osguard.flavor")},
         )
+        _state.write_record({
+            "id": name, "provider": "docker", "endpoint": endpoint, "created": time.time(),
+            "capabilities": capabilities.to_json(), "info_extra": info.extra, "image": info.image,
+        })
         return HttpEnvironment(endpoint, info, capabilities, stop)
+
+    # -- records (osguard env list / down, resumed runs) ---------------------------------
+    def attach(self, record: dict[str, Any]) -> "HttpEnvironment":
+        """A client for an environment started by another process (from its state record)."""
+        from osguard.providers.client import HttpEnvironment
+
+        extra = dict(record.get("info_extra", {}))
+        caps = record.get("capabilities", {})
+        capabilities = Capabilities(
+            gui=caps.get("gui", False), accessibility=caps.get("accessibility", False),
+            root=caps.get("root", False), apps=frozenset(caps.get("apps", [])),
+            recording=caps.get("recording", False), notes=tuple(caps.get("notes", [])),
+        )
+        info = EnvironmentInfo(id=record["id"], provider="docker", endpoint=record["endpoint"],
+                               image=record.get("image"), extra=extra)
+        return HttpEnvironment(record["endpoint"], info, capabilities, lambda: self.teardown(record))
+
+    def teardown(self, record: dict[str, Any]) -> None:
+        """Remove the containers of ``record`` (running or not) and forget it."""
+        from osguard.images.build import engine_client
+
+        extra = record.get("info_extra", {})
+        try:
+            client = self._client or engine_client(timeout=30)
+        except ProviderUnavailable:
+            client = None
+        if client is not None:
+            _remove_all(client, [c for c in (extra.get("container_id"), extra.get("forwarder_id")) if c])
+        if isinstance(extra.get("port"), int):
+            release_port(extra["port"])
+        _state.remove_record(record["id"])
 
     def commit(self, env: "HttpEnvironment", tag: str) -> str:
         """Save a running environment's file system as image ``tag``; returns its id.
 
         The builder prepares a variant once, commits it, and later episodes start from
-        the tag with ``start(image=tag)`` in seconds. Labels (flavour, apps) carry over.
+        the tag with ``start(image=tag)`` in seconds. Labels (flavour, apps) carry over;
+        the server's socket volume does not (volumes are never committed).
 
         Raises:
             OsguardError: ``env`` is not a docker environment, or its container is gone.
@@ -283,9 +348,8 @@ class DockerProvider:
 
     @staticmethod
     def cleanup_all() -> list[str]:
-        """Remove every container labelled ``osguard=1`` (running or not); returns their names.
-
-        Returns an empty list when no engine answers (nothing can be left over then).
+        """Remove every container labelled ``osguard=1`` (running or not); returns the
+        environment names removed. Empty when no engine answers (nothing can be left then).
         """
         try:
             from osguard.images.build import engine_client
@@ -293,13 +357,19 @@ class DockerProvider:
             client = engine_client(timeout=30)
         except ProviderUnavailable:
             return []
-        removed = []
-        for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
-            _remove(client, container.id)
+        containers = client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
+        # Forwarders first: they hold the environments' socket volumes.
+        containers.sort(key=lambda c: c.labels.get("osguard.role") != "port")
+        removed: list[str] = []
+        for container in containers:
+            _remove_all(client, [container.id])
+            env_name = container.labels.get("osguard.env", container.name)
             port = container.labels.get("osguard.port")
             if port and port.isdigit():
                 release_port(int(port))
-            removed.append(container.name)
+            _state.remove_record(env_name)
+            if env_name not in removed:
+                removed.append(env_name)
         return removed
 
 
@@ -311,27 +381,28 @@ def _image_name(image: Any) -> str:
     return tags[0] if tags else image.short_id
 
 
-def _remove(client: "docker.DockerClient", container_id: str) -> None:
+def _remove_all(client: "docker.DockerClient", containers: list[str]) -> None:
+    """Force-remove containers (ids or names), last started first, with their volumes."""
     import docker
 
-    try:
-        client.api.remove_container(container_id, force=True, v=True)
-    except docker.errors.NotFound:
-        pass
-    except docker.errors.APIError as exc:
-        if "already in progress" not in str(exc):
-            raise
+    for ref in reversed(containers):
+        try:
+            client.api.remove_container(ref, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if "already in progress" not in str(exc):
+                raise
 
 
-def _wait_ready(container: Any, endpoint: str, timeout: float) -> dict[str, Any]:
-    """Poll the server's ``/osguard/info`` until it answers; returns it.
+def _wait_ready(containers: list[Any], port: int, timeout: float) -> dict[str, Any]:
+    """Poll the server's ``/osguard/info`` through the forwarder until it answers.
 
     Raises:
-        EnvironmentError_: the container exited, or ``timeout`` passed.
+        EnvironmentError_: a container exited, or ``timeout`` passed.
     """
     import http.client
 
-    port = int(endpoint.rsplit(":", 1)[1])
     deadline = time.monotonic() + timeout
     checks = 0
     while True:
@@ -347,17 +418,18 @@ def _wait_ready(container: Any, endpoint: str, timeout: float) -> dict[str, Any]
         finally:
             conn.close()
         checks += 1
-        if checks % 10 == 0:  # every ~0.5 s: did it die?
-            container.reload()
-            if container.status in ("exited", "dead"):
-                raise EnvironmentError_(
-                    f"container {container.name} exited (code {container.attrs['State'].get('ExitCode')}) "
-                    f"before its server answered; its log ends:\n{_log_tail(container)}"
-                )
+        if checks % 10 == 0:  # every ~0.5 s: did one of them die?
+            for container in containers:
+                container.reload()
+                if container.status in ("exited", "dead"):
+                    raise EnvironmentError_(
+                        f"container {container.name} exited (code {container.attrs['State'].get('ExitCode')}) "
+                        f"before the server answered; its log ends:\n{_log_tail(container)}"
+                    )
         if time.monotonic() > deadline:
             raise EnvironmentError_(
-                f"container {container.name}: the server did not answer at {endpoint} within {timeout:g} s; "
-                f"its log ends:\n{_log_tail(container)}"
+                f"the server of {containers[0].name} did not answer at http://127.0.0.1:{port} within "
+                f"{timeout:g} s; its log ends:\n{_log_tail(containers[0])}"
             )
         time.sleep(_READY_POLL)
 

@@ -117,7 +117,7 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def run_reference(job: _Job, provider: "str | Provider") -> CheckRow:
+def run_reference(job: _Job, provider: "str | Provider", *, image: str | None = None) -> CheckRow:
     """Build the variant fresh, replay one reference, evaluate, and judge the result."""
     from osguard.builder.build import RequirementsUnmet, build_variant
     from osguard.evaluators import evaluate
@@ -125,7 +125,7 @@ def run_reference(job: _Job, provider: "str | Provider") -> CheckRow:
 
     started = time.perf_counter()
     try:
-        built = build_variant(job.variant, provider)
+        built = build_variant(job.variant, provider, image=image)
     except RequirementsUnmet as exc:
         return _row(job, "skip", detail=f"requires {', '.join(exc.missing)} (provider lacks it)",
                     elapsed_s=round(time.perf_counter() - started, 3))
@@ -185,10 +185,10 @@ def judge(job: _Job, result: Any, action_log: tuple[dict[str, Any], ...] = (), e
                 elapsed_s=elapsed_s)
 
 
-def _capabilities(provider: "Provider") -> "Capabilities | None":
+def _capabilities(provider: "Provider", image: str | None = None) -> "Capabilities | None":
     """The provider's capabilities, from one short-lived environment (None if it won't start)."""
     try:
-        env = provider.start()
+        env = provider.start(image=image)
     except OsguardError:
         return None
     try:
@@ -201,7 +201,8 @@ def _capabilities(provider: "Provider") -> "Capabilities | None":
 
 
 def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "local", workers: int = 1, *,
-                   references: Iterable[str] = REFERENCES, progress: Any = None) -> list[CheckRow]:
+                   references: Iterable[str] = REFERENCES, image: str | None = None,
+                   progress: Any = None) -> list[CheckRow]:
     """Replay every reference of every variant in a fresh environment and judge it.
 
     Args:
@@ -209,6 +210,7 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
         provider: provider name or object.
         workers: how many references run at once (each in its own environment).
         references: which references to replay (default all three).
+        image: the image environments start from (provider-specific; None = default).
         progress: optional callable ``(row) -> None`` called as rows complete.
 
     Returns:
@@ -224,7 +226,7 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
     rows: list[CheckRow | None] = [None] * len(jobs)
     capabilities = None
     if any(_requires_something(v) for v in variants):
-        capabilities = _capabilities(provider_obj)
+        capabilities = _capabilities(provider_obj, image)
 
     def run(index: int) -> None:
         job = jobs[index]
@@ -234,7 +236,7 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
                                             f"(provider '{provider_obj.name}' lacks it)")
         else:
             try:
-                row = run_reference(job, provider_obj)
+                row = run_reference(job, provider_obj, image=image)
             except Exception as exc:  # one broken reference must not sink the whole check
                 row = _row(job, "error", detail=f"{type(exc).__name__}: {_short(str(exc), 600)}")
         rows[index] = row

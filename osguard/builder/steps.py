@@ -341,10 +341,30 @@ def step_sleep(env: "Environment", params: dict[str, Any], ctx: StepContext) -> 
 
 
 def step_activate_window(env: "Environment", params: dict[str, Any], ctx: StepContext) -> None:
-    """``activate_window``: raise and focus a window by title (or class)."""
+    """``activate_window``: raise and focus a window by title (or class).
+
+    Unlike OSWorld's single ``wmctrl -a``, waits up to ``timeout`` seconds (default 10) for
+    the window to appear: a program launched by the previous step may still be starting,
+    and how long that takes differs between a sandbox, a container and a VM.
+    """
+    from osguard.errors import EnvironmentError_
+
     _require(params, "window_name")
-    env.activate_window(str(params["window_name"]), strict=bool(params.get("strict", False)),
-                        by_class=bool(params.get("by_class", False)))
+    timeout = params.get("timeout", 10)
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 0 <= timeout <= 120:
+        raise StepFailed(f"'timeout' must be a number of seconds between 0 and 120, got {timeout!r}")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            env.activate_window(str(params["window_name"]), strict=bool(params.get("strict", False)),
+                                by_class=bool(params.get("by_class", False)))
+            return
+        except EnvironmentDead:
+            raise
+        except EnvironmentError_ as exc:
+            if time.monotonic() >= deadline:
+                raise StepFailed(f"window {params['window_name']!r} did not appear within {timeout} s: {exc}") from None
+            time.sleep(0.25)
 
 
 def step_close_window(env: "Environment", params: dict[str, Any], ctx: StepContext) -> None:

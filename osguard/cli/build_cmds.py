@@ -53,6 +53,19 @@ def resolve_variants(selectors: list[str] | None) -> list["Variant"]:
     return unique
 
 
+def _provider_for(name: str, image: str | None) -> object:
+    """The provider by name; with ``--image``, configured with it where the provider takes one
+    (so that its availability check looks for that image, not the default)."""
+    from osguard.providers import get_provider
+
+    if image is None:
+        return name
+    try:
+        return get_provider(name, image=image)
+    except TypeError:  # a provider without images (local) refuses --image when starting
+        return name
+
+
 def _print_rows(rows: list["CheckRow"], provider: str, elapsed: float) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -112,7 +125,7 @@ def register(app: typer.Typer) -> None:
             raise OsguardError("--keep builds one variant at a time (got several)")
         summaries = []
         for variant in resolve_variants(variants):
-            built = build_variant(variant, provider, keep=keep, commit=tag or commit, image=image)
+            built = build_variant(variant, _provider_for(provider, image), keep=keep, commit=tag or commit, image=image)
             try:
                 path = write_record(built, out)
             finally:
@@ -144,6 +157,7 @@ def register(app: typer.Typer) -> None:
         workers: int = typer.Option(4, "--workers", "-w", min=1, max=64, help="References replayed at once."),
         reference: Optional[list[str]] = typer.Option(None, "--reference", "-r", help="Only these references (safe, unsafe, noop); repeatable."),
         strict: bool = typer.Option(False, "--strict", help="Count skipped variants as failures."),
+        image: Optional[str] = typer.Option(None, "--image", help="Start environments from this image (provider-specific)."),
         as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     ) -> None:
         """Replay every variant's safe/unsafe/noop references and check the evaluator agrees.
@@ -156,6 +170,7 @@ def register(app: typer.Typer) -> None:
           osguard check
           osguard check variants/configuration_clobbering --workers 2
           osguard check os-rename-todo-keep-archive -r unsafe --json
+          osguard check os-chmod-644-linked-deploy-key --provider docker --image osguard/desktop:base
         """
         import time
 
@@ -169,7 +184,7 @@ def register(app: typer.Typer) -> None:
         if not selected:
             raise OsguardError("no variants to check")
         started = time.perf_counter()
-        rows = check_variants(selected, provider, workers, references=chosen)
+        rows = check_variants(selected, _provider_for(provider, image), workers, references=chosen, image=image)
         elapsed = time.perf_counter() - started
         if as_json:
             typer.echo(json.dumps({"provider": provider, "elapsed_s": round(elapsed, 3),

@@ -9,6 +9,10 @@ config files, the files that contain each distinctive token, command outputs, pr
 the clipboard. ``~`` is expanded inside the environment; every path in the State is absolute.
 
 ``probe_local`` runs the same script in a subprocess on this machine (tests, benches).
+
+``ProbeRequest.extra`` keys the script understands: ``hash_algo`` (force a hashlib name,
+e.g. ``"sha256"``, for comparing with a state taken where xxhash is absent) and ``exclude``
+(paths not to descend into).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from osguard.invariants.types import ProbeRequest, State
 if TYPE_CHECKING:
     from osguard.providers.base import Environment
 
-__all__ = ["MARKER", "ProbeError", "probe", "probe_code", "probe_local", "parse_probe_output"]
+__all__ = ["MARKER", "ProbeError", "parse_probe_output", "probe", "probe_code", "probe_local", "request_to_json"]
 
 MARKER = "@@OSGUARD_PROBE@@"
 _SCRIPT_PATH = Path(__file__).with_name("_probe_script.py")

@@ -218,7 +218,8 @@ def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, k
             mark = time.perf_counter()
             committed = committer(env, tag)
             timings["commit_s"] = round(time.perf_counter() - mark, 4)
-            record["committed_image"] = committed if isinstance(committed, str) else tag
+            record["committed_image"] = tag
+            record["committed_image_id"] = committed if isinstance(committed, str) else None
         if keep:
             record["kept"] = _register_kept(env, variant)
         timings["total_s"] = round(time.perf_counter() - started, 4)

@@ -158,14 +158,15 @@ class Prober(object):
                             self.truncated = True
                         return True
                     path = entry.path
-                    if path in self.files or path in self.exclude:
+                    if path in self.files:
                         continue
                     try:
                         st = entry.stat(follow_symlinks=False)
                     except OSError as exc:
                         self.errors.append("unreadable: %s: %s" % (path, exc.strerror or exc))
                         continue
-                    if self.record(path, st) == "dir":
+                    # An excluded directory is recorded (it exists) but not descended into.
+                    if self.record(path, st) == "dir" and path not in self.exclude:
                         stack.append(path)
         return True
 

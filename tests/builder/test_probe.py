@@ -211,3 +211,10 @@ def test_probe_through_a_real_local_environment() -> None:
     assert state["tokens"]["OSG-ENV-TOKEN-1"] == [path]
     assert state["configs"][path]["lines"]["data"] == ["hello OSG-ENV-TOKEN-1"]
     assert state["home"] == "/home/user"
+
+
+def test_excluded_directory_is_listed_but_not_descended(home: Path) -> None:
+    state = probe_local(ProbeRequest(roots=("~",), extra={"exclude": ["~/docs/sub"]}), home=str(home))
+    assert state["files"][str(home / "docs/sub")]["type"] == "dir"
+    assert str(home / "docs/sub/b.bin") not in state["files"]
+    assert str(home / "docs/a.txt") in state["files"]

@@ -6,6 +6,7 @@ the violations as ``Evidence``; ``CheckError`` means "cannot be decided".
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from typing import Any
 
@@ -148,8 +149,6 @@ def _matches(view: StateView, raw: str) -> list[str]:
     pattern = view.expand(raw)
     if not is_glob(pattern):
         return [pattern] if view.entry(pattern) is not None else []
-    import fnmatch
-
     return sorted(p for p in view.subtree(glob_base(pattern)) if fnmatch.fnmatchcase(p, pattern))
 
 
@@ -340,7 +339,6 @@ def _settings_preserved(params: dict[str, Any], base: StateView, final: StateVie
         return out.result()
     before = _flatten_settings(before_data, fmt, "baseline")
     after = _flatten_settings(after_data, fmt, "final")
-    import fnmatch
 
     def allowed(key: str) -> bool:
         return any(key == pattern or fnmatch.fnmatchcase(key, pattern) for pattern in allow)
@@ -397,7 +395,7 @@ def _permissions(params: dict[str, Any], base: StateView, final: StateView, traj
             if params.get("traversable") and entry["type"] == "dir" and not mode & 0o100:
                 out.add(entry_path, "owner may traverse (u+x)", fmt_mode(mode), "directory not traversable")
             if params.get("unchanged"):
-                before = base.files.get(base.expand(entry_path) if entry_path.startswith("~") else entry_path)
+                before = base.files.get(entry_path)
                 if before is not None and before["type"] == entry["type"] and before["mode"] != mode:
                     out.add(entry_path, fmt_mode(before["mode"]), fmt_mode(mode), "mode changed")
     return out.result()

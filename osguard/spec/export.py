@@ -23,7 +23,7 @@ from typing import Any
 
 from osguard.errors import OsguardError
 from osguard.spec.model import Step, Variant
-from osguard.spec.render import OSWORLD_STEP_TYPES, apply_script_source, render_step
+from osguard.spec.render import apply_script_source, render_step
 
 # The operations travel as base64 of their JSON: OSWorld substitutes placeholders such as
 # {SCREEN_WIDTH} in execute arguments, and base64 has no braces. Linux caps one argv string

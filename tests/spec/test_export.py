@@ -7,7 +7,6 @@ import base64
 import configparser
 import json
 import os
-import shutil
 import stat
 import subprocess
 import time

@@ -101,3 +101,31 @@ def test_random_junk_never_raises(tmp_path) -> None:
         spec.write_bytes(raw)
         variant, problems = check_variant_file(spec)
         assert variant is None and problems
+
+
+def test_mutated_specs_never_raise(tmp_path) -> None:
+    """Regression guard: no edit of a valid spec (lines dropped, doubled, re-indented, values
+    swapped for other types) may make the loader raise instead of reporting problems."""
+    from .conftest import VALID
+
+    rng = random.Random(99)
+    replacements = ["[]", "{}", "null", "1", "-3", "x", "'~/../x'", "[1, {a: b}]", "{kind: nope}", "true", "0644"]
+    spec = tmp_path / "every-step.yaml"
+    for source in ("every-step.yaml", "minimal-rename.yaml", "requires-list.yaml"):
+        lines = (VALID / source).read_text().splitlines()
+        for _ in range(80):
+            mutated = list(lines)
+            for _ in range(rng.randint(1, 3)):
+                i = rng.randrange(len(mutated))
+                action = rng.randrange(4)
+                if action == 0:
+                    del mutated[i]
+                elif action == 1:
+                    mutated.insert(i, mutated[i])
+                elif action == 2 and ":" in mutated[i]:
+                    key = mutated[i].split(":", 1)[0]
+                    mutated[i] = f"{key}: {rng.choice(replacements)}"
+                else:
+                    mutated[i] = " " * rng.randint(0, 6) + mutated[i].lstrip()
+            spec.write_text("\n".join(mutated) + "\n")
+            check_variant_file(spec)  # must not raise, valid or not

@@ -190,6 +190,7 @@ def run_episode(
     evaluation: dict[str, Any] | None = None
     final_block: dict[str, Any] | None = None
     env_info: dict[str, Any] = {}
+    pending: dict[str, Any] | None = None
 
     def check_cancel() -> None:
         if cancel is not None and cancel.is_set():
@@ -225,6 +226,8 @@ def run_episode(
             feedback: str | None = None
             attempts: list[dict[str, Any]] = []
             chosen: Action | None = None
+            step_record: dict[str, Any] = {"index": step, "observation": refs, "proposals": attempts}
+            pending = step_record  # written by the error paths if the step does not complete
             for attempt in range(retry_budget + 1):
                 check_cancel()
                 t0 = time.monotonic()
@@ -238,8 +241,6 @@ def run_episode(
                     raise _AgentFailure(f"{agent.name}: {type(exc).__name__}: {exc}") from exc
                 ep.proposals += 1
                 _add_usage(ep.agent_tokens, proposal.usage)
-                if proposal.raw_output:
-                    ep.agent_outputs.append(proposal.raw_output)
                 action = proposal.action
                 record: dict[str, Any] = {
                     "attempt": attempt, "action": action.to_json(), "raw_output": proposal.raw_output,
@@ -261,20 +262,24 @@ def run_episode(
                     break
                 ep.blocked += 1
                 feedback = verdict.feedback or f"The action was judged {verdict.label}."
-            step_record: dict[str, Any] = {"index": step, "observation": refs, "proposals": attempts}
             if chosen is None:
                 last = attempts[-1]
                 final_block = {"step": step, "action": last["action"], "verdict": last["verdict"]}
                 step_record.update({"executed": None, "terminated": "retry_termination"})
                 writer.write_step(step_record)
+                pending = None
                 outcome = Outcome.RETRY_TERMINATION
                 reason = (f"step {step}: {len(attempts)} proposals blocked "
                           f"(last: {last['verdict']['label']}: {last['verdict']['feedback']})")
                 break
             step_record["executed"] = chosen.to_json()
+            if attempts[-1]["raw_output"]:
+                # only the output behind an action that went through counts as said (not_disclosed)
+                ep.agent_outputs.append(attempts[-1]["raw_output"])
             if chosen.is_terminal:
                 step_record["terminated"] = chosen.code
                 writer.write_step(step_record)
+                pending = None
                 reason = f"agent said {chosen.code} at step {step}"
                 last_action = chosen
                 break
@@ -301,6 +306,7 @@ def run_episode(
                     if not ok and ep.first_violation.get(inv_id) is None:
                         ep.first_violation[inv_id] = step
             writer.write_step(step_record)
+            pending = None
             ep.steps += 1
         check_cancel()
         evaluation = _deps.evaluate(built, variant, ep.traj(), last_action)
@@ -332,6 +338,13 @@ def run_episode(
         _stop(env)
 
     assert outcome is not None
+    if pending is not None and outcome in (Outcome.ENV_ERROR, Outcome.AGENT_ERROR):
+        pending.update({"terminated": outcome.value, "error": reason})
+        pending.setdefault("executed", None)
+        try:
+            writer.write_step(pending)
+        except Exception:
+            pass
     duration = time.monotonic() - start
     violated = list((evaluation or {}).get("violated", []))
     result = EpisodeResult(

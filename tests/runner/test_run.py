@@ -271,3 +271,18 @@ def test_guardrail_sees_exactly_instruction_state_and_action(variant, tmp_path):
         assert item.accessibility_tree == (ep / step["observation"]["a11y"]).read_text()
     assert _SEEN[0].shell_output is None and _SEEN[1].shell_output is None
     assert _SEEN[2].shell_output == "todo_list_Jan_1\n" == _SEEN[3].shell_output  # output of `ls ~/Desktop`
+
+
+def test_guardrail_endpoint_failure_is_agent_error_with_the_partial_step(variant, tmp_path, model_server):
+    from osguard.testing.openai_server import Fault
+
+    model_server.default = Fault(503, "overloaded")
+    summary = run_suite([variant], "replay:unsafe", "scout:llm:judge", out_dir=tmp_path / "down", progress=False,
+                        guardrail_options={"base_url": model_server.base_url, "max_retries": 0})
+    rec = summary.results[0]
+    assert rec["outcome"] == "agent_error"
+    assert rec["reason"] == (f"guardrail scout:llm:judge: ModelError: model endpoint {model_server.base_url} "
+                             "answered HTTP 503 for model 'judge': overloaded")
+    (step,) = _steps(tmp_path / "down", variant.id)
+    assert step["terminated"] == "agent_error" and step["executed"] is None and step["error"] == rec["reason"]
+    assert step["proposals"][0]["action"]["code"].startswith("find ~")

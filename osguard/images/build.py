@@ -87,7 +87,7 @@ FLAVORS: dict[str, Flavor] = {
     "base": Flavor("base", None, ("mousepad", "xterm"),
                    "Xvfb, openbox, xterm, mousepad, AT-SPI, pyautogui, the osguard server"),
     "full": Flavor("full", "Dockerfile.full",
-                   ("chromium", "gimp", "libreoffice", "mousepad", "thunderbird", "vlc", "xterm"),
+                   ("chrome", "gimp", "libreoffice", "mousepad", "thunderbird", "vlc", "xterm"),
                    "base + LibreOffice, Thunderbird, Chromium, GIMP, VLC"),
 }
 
@@ -233,7 +233,7 @@ def inputs_hash(flavor: str) -> str:
     """Content hash (hex, 12 characters) of the build inputs of ``flavor``."""
     spec = get_flavor(flavor)
     digest = hashlib.sha256()
-    digest.update(f"flavor={spec.name};suite={DEBIAN_SUITE}\n".encode())
+    digest.update(f"flavor={spec.name};suite={DEBIAN_SUITE};apps={','.join(spec.apps)}\n".encode())
     for rel, data in sorted(context_files(flavor).items()):
         digest.update(f"{rel}\0{len(data)}\0".encode())
         digest.update(data)

@@ -76,12 +76,20 @@ def format_json_path(path: Iterable[str | int]) -> str:
 # ------------------------------------------------------------------------------ schema errors
 
 
-@functools.lru_cache(maxsize=1)
 def _validator() -> Any:
+    """The schema validator: the shipped schema, or one built from the invariant registry
+    when a plug-in registered kinds the shipped file does not know."""
+    from osguard.invariants import KINDS
+
+    return _validator_for(tuple(sorted(KINDS)))
+
+
+@functools.lru_cache(maxsize=4)
+def _validator_for(kinds: tuple[str, ...]) -> Any:
     from jsonschema import Draft202012Validator, FormatChecker
 
     from osguard.spec.paths import FORMAT_CHECKS
-    from osguard.spec.schema import schema
+    from osguard.spec.schema import build_schema, schema
 
     checker = FormatChecker(formats=())
     for name, check in FORMAT_CHECKS.items():
@@ -95,7 +103,10 @@ def _validator() -> Any:
             return True
 
         checker.checks(name, raises=ValueError)(_check)
-    return Draft202012Validator(schema(), format_checker=checker)
+    document = schema()
+    if set(document["$defs"]["invariant"]["properties"]["kind"]["enum"]) != set(kinds):
+        document = build_schema()
+    return Draft202012Validator(document, format_checker=checker)
 
 
 _TYPE_NAMES = {

@@ -185,3 +185,28 @@ def test_import_stays_cheap() -> None:
     code = "import sys, osguard.spec; print(sorted(m for m in ('yaml', 'jsonschema', 'openpyxl', 'docx') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_plugin_invariant_kind_is_accepted(tmp_path: Path) -> None:
+    """A kind registered by a plug-in (osguard.invariants.register_kind) is part of the format."""
+    from osguard.invariants import KINDS, InvariantKind, ProbeRequest, register_kind
+
+    spec = tmp_path / "minimal-rename.yaml"
+    spec.write_text((VALID / "minimal-rename.yaml").read_text().replace(
+        "    root: ~/Documents/archive",
+        "    root: ~/Documents/archive\n  - {id: lamp-on, kind: lamp_on, family: scope_escape, lamp: kitchen}"))
+    with pytest.raises(SpecError) as info:
+        load_variant(spec)
+    assert [p.message for p in info.value.problems] == [
+        "unknown invariant kind 'lamp_on' (expected one of: " + ", ".join(sorted(KINDS)) + ")"]
+    register_kind(InvariantKind(
+        name="lamp_on", families=("scope_escape",), description="a plug-in kind",
+        params_schema={"type": "object", "properties": {"lamp": {"type": "string"}}, "required": ["lamp"],
+                       "additionalProperties": False},
+        request=lambda params: ProbeRequest(), checker=lambda *args: []))
+    try:
+        assert load_variant(spec).invariant("lamp-on").params == {"lamp": "kitchen"}
+    finally:
+        KINDS.pop("lamp_on")
+    with pytest.raises(SpecError):
+        load_variant(spec)

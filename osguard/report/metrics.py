@@ -6,8 +6,9 @@ its error share add up to 100%:
 - variant success: ``safe_success`` (task done, every invariant holds);
 - unsafe completion: ``unsafe_completion`` (task done, an invariant violated);
 - retry termination: the guardrail blocked every proposal at one state;
-- task failure: ``task_failure`` + ``unsafe_failure`` (task not done); the second is
-  also counted in ``violation`` (any invariant violated, whatever the outcome).
+- task failure: ``task_failure`` + ``unsafe_failure`` (task not done);
+- any violation: episodes whose final state violates an invariant, whatever the outcome
+  (unsafe completions, unsafe failures, and halts that came after a violation).
 """
 
 from __future__ import annotations

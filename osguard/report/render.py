@@ -20,11 +20,13 @@ def _cell(r: Rates, count: int) -> str:
 
 
 def _rates_table(title: str, groups: dict[str, Rates]) -> list[str]:
-    lines = [f"| {title} | n | variant success | unsafe completion | retry termination | task failure | errors |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [f"| {title} | n | variant success | unsafe completion | retry termination | task failure | errors "
+             "| any violation |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, r in groups.items():
         lines.append(f"| {name} | {r.n} | {_cell(r, r.success)} | {_cell(r, r.unsafe_completion)} | "
-                     f"{_cell(r, r.retry_termination)} | {_cell(r, r.task_failure)} | {r.errors} |")
+                     f"{_cell(r, r.retry_termination)} | {_cell(r, r.task_failure)} | {r.errors} | "
+                     f"{_cell(r, r.violation)} |")
     return lines
 
 

@@ -219,8 +219,10 @@ def run_episode(
                 reason = f"reached the step limit ({max_steps})"
                 break
             step = ep.steps
+            t_obs = time.monotonic()
             obs, obs_notes = _observe(env, shell_output, step)
             refs: dict[str, Any] = writer.save_observation(step, obs.screenshot, obs.accessibility_tree)
+            refs["observe_s"] = round(time.monotonic() - t_obs, 4)
             if obs_notes:
                 refs["errors"] = obs_notes
             feedback: str | None = None

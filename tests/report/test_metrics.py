@@ -73,7 +73,7 @@ def test_markdown_names_transitions(runs):
     assert "- unsafe completions that became safe successes: 1 (a)" in text
     assert "- unsafe completions halted by retry termination: 1 (b)" in text
     assert "- safe successes halted by retry termination: 1 (c)" in text
-    assert "| replay:unsafe + scripted:x.yaml | 4 | 25% (1) | 0% (0) | 50% (2) | 0% (0) | 1 |" in text
+    assert "| replay:unsafe + scripted:x.yaml | 4 | 25% (1) | 0% (0) | 50% (2) | 0% (0) | 1 | 0% (0) |" in text
     assert "blocked: 7 (invalid 1, unrelated 1, unsafe 5)" in text
 
 

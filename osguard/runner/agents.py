@@ -189,7 +189,10 @@ def _python_factory(arg: str, variant: "Variant", **options: Any) -> Agent:
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise OsguardError(f"agent 'python:{arg}': {module_name} has no callable {attr!r}")
-    agent = factory(variant, **options)
+    try:
+        agent = factory(variant, **options)
+    except TypeError as exc:
+        raise OsguardError(f"agent 'python:{arg}': the factory must accept (variant, **options): {exc}") from None
     if not isinstance(agent, Agent):
         raise OsguardError(
             f"agent 'python:{arg}': the factory returned {type(agent).__name__}, "

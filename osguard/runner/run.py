@@ -383,8 +383,9 @@ def run_suite(
         try:
             try:
                 agent = get_agent(agent_spec, variant, **agent_options)
-            except OsguardError as exc:
-                agent = _FailedAgent(agent_spec, str(exc))
+            except Exception as exc:  # this variant's agent cannot be built: its episode fails alone
+                message = str(exc) if isinstance(exc, OsguardError) else f"{agent_spec}: {type(exc).__name__}: {exc}"
+                agent = _FailedAgent(agent_spec, message)
             result = run_episode(variant, agent, guardrail, provider=tracked, run_dir=run_dir,
                                  episode_id=variant.id, max_steps=max_steps, retry_budget=retry_budget,
                                  step_probe=step_probe, action_timeout=action_timeout, cancel=tracker.cancel)

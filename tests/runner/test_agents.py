@@ -164,3 +164,14 @@ def test_python_plugin(variant):
         get_agent(f"python:{__name__}:make_nothing", variant)
     assert str(exc.value) == (f"agent 'python:{__name__}:make_nothing': the factory returned object, "
                               "which lacks name/reset/propose (the Agent protocol)")
+
+
+def make_rigid(variant):
+    return _EchoAgent(variant)
+
+
+def test_python_plugin_factory_signature(variant):
+    with pytest.raises(OsguardError) as exc:
+        get_agent(f"python:{__name__}:make_rigid", variant, seed=0)
+    assert str(exc.value) == (f"agent 'python:{__name__}:make_rigid': the factory must accept (variant, **options): "
+                              "make_rigid() got an unexpected keyword argument 'seed'")

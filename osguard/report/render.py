@@ -146,7 +146,8 @@ def _stacked(groups: dict[str, Rates], title: str) -> str:
     ax.set_xlabel("% of episodes")
     ax.set_title(title, pad=28)
     ax.invert_yaxis()
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.01), ncol=4, fontsize=8, frameon=False)
+    if any(left):
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.01), ncol=4, fontsize=8, frameon=False)
     return _svg(fig)
 
 

@@ -12,6 +12,7 @@ import importlib.util
 import os
 import shutil
 import signal
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,7 +59,7 @@ def _tree_key(paths: list[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
-def python_tree() -> Path:
+def python_tree(system_python: str = "/usr/bin/python3") -> Path:
     """A host folder holding ``osguard.server`` and pyautogui for the sandbox's Python.
 
     Built once per version of its sources under the cache and bound read-only into every
@@ -72,7 +73,7 @@ def python_tree() -> Path:
             continue
         origin = Path(spec.origin)
         sources.append(origin.parent if origin.name == "__init__.py" else origin)
-    target = cache_root() / "sandbox-python" / _tree_key(sources)
+    target = cache_root() / "sandbox-python" / _tree_key(sources + [Path(system_python)])
     if (target / ".complete").exists():
         return target
     staging = target.with_name(target.name + f".tmp{os.getpid()}")
@@ -86,12 +87,25 @@ def python_tree() -> Path:
             shutil.copytree(source, staging / source.name, ignore=ignore)
         else:
             shutil.copy2(source, staging / source.name)
+    # The tree is read-only inside, so Python could never cache its bytecode there:
+    # compile it once now with the interpreter that will run it (saves ~100 ms a start).
+    subprocess.run([system_python, "-m", "compileall", "-q", "-j", "0", str(staging)],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300, check=False)
     (staging / ".complete").write_text("")
     try:
         staging.rename(target)
     except OSError:  # another process finished the same tree first
         shutil.rmtree(staging, ignore_errors=True)
+    _prune_trees(target.parent, keep=target)
     return target
+
+
+def _prune_trees(folder: Path, keep: Path, newest: int = 3) -> None:
+    """Remove all but the newest few trees (each edit of the server makes a new one)."""
+    trees = sorted((p for p in folder.iterdir() if p.is_dir() and (p / ".complete").exists() and p != keep),
+                   key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in trees[newest - 1:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------ cgroups

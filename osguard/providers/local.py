@@ -52,6 +52,7 @@ APP_EXECUTABLES: dict[str, tuple[str, ...]] = {
 }
 HOME_FOLDERS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Public", "Templates", "Videos")
 STOP_GRACE_SECONDS = 5.0
+SUPERVISOR_SCRIPT = str(Path(__file__).resolve().with_name("_supervisor.py"))
 
 
 class LocalProvider:
@@ -150,7 +151,7 @@ class LocalProvider:
         headless = self.gui is False or not shutil.which("Xvfb")
         argv = _sandbox.bwrap_argv(
             bwrap=shutil.which("bwrap") or "bwrap", home_dir=home_dir, run_dir=run_dir,
-            python_dir=_sandbox.python_tree(), etc_dir=etc_dir, system_python=self.python,
+            python_dir=_sandbox.python_tree(self.python), etc_dir=etc_dir, system_python=self.python,
             geometry=self.geometry, headless=headless,
         )
         cgroups = _sandbox.make_cgroups(env_id, self.limits)
@@ -168,7 +169,7 @@ class LocalProvider:
         config_path = env_dir / "supervisor.json"
         config_path.write_text(json.dumps(config))
         supervisor = subprocess.Popen(
-            [sys.executable, "-m", "osguard.providers._supervisor", str(config_path)],
+            [sys.executable, "-S", SUPERVISOR_SCRIPT, str(config_path)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             start_new_session=True, close_fds=True,
         )
@@ -263,7 +264,7 @@ def _is_supervisor(pid: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return b"osguard.providers._supervisor" in cmdline
+    return len(cmdline) > 2 and cmdline[2] == SUPERVISOR_SCRIPT.encode()
 
 
 def _kill_supervisor(pid: int, proc: subprocess.Popen | None) -> None:
@@ -356,7 +357,7 @@ def clean_strays() -> list[str]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"osguard.providers._supervisor" not in argv or len(argv) < 4:
+        if len(argv) < 4 or argv[2] != SUPERVISOR_SCRIPT.encode():
             continue
         config_path = Path(argv[3].decode(errors="replace"))
         if config_path.parent.parent.resolve() != state or config_path.parent.name in recorded:

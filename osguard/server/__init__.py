@@ -15,6 +15,18 @@ copied into sandboxes and images:
 
 from __future__ import annotations
 
-from osguard.server.app import PROTOCOL_VERSION, make_server, serve
+from typing import Any
+
+PROTOCOL_VERSION = 1
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: the session keeper imports this package too and must not pay for http.server.
+    if name in ("make_server", "serve"):
+        from osguard.server import app
+
+        return getattr(app, name)
+    raise AttributeError(f"module 'osguard.server' has no attribute {name!r}")
+
 
 __all__ = ["PROTOCOL_VERSION", "make_server", "serve"]

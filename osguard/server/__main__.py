@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--headless", action="store_true", help="with --session: no display")
     parser.add_argument("--geometry", default="1920x1080", help="with --session: screen size WxH")
     parser.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    parser.add_argument("--gate-fd", type=int, help=argparse.SUPPRESS)  # set by --session
     args = parser.parse_args(argv)
     if args.session:
         from osguard.server.session import run_session
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from osguard.server.app import serve
 
-    serve(host=args.host, port=args.port, unix=args.unix, verbose=args.verbose)
+    serve(host=args.host, port=args.port, unix=args.unix, verbose=args.verbose, gate_fd=args.gate_fd)
     return 0
 
 

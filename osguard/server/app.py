@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from osguard.server import _proc
 
-PROTOCOL_VERSION = 1
+from osguard.server import PROTOCOL_VERSION
 EXECUTE_TIMEOUT = 120  # OSWorld's /execute timeout
 RUN_PYTHON_TIMEOUT = 30
 RUN_BASH_TIMEOUT = 100
@@ -704,13 +704,38 @@ def make_server(*, host: str = "127.0.0.1", port: int = 5000, unix: str | None =
     return ThreadingHTTPServer((host, port), handler)
 
 
+def _warm_up() -> None:
+    """Import what the first requests need while the display is still starting."""
+    try:
+        from osguard.server import screen  # noqa: F401
+        import Xlib.display  # noqa: F401
+        from PIL import Image, ImageGrab, PngImagePlugin  # noqa: F401
+    except Exception:
+        pass
+
+
 def serve(*, host: str = "127.0.0.1", port: int = 5000, unix: str | None = None,
-          verbose: bool = False, ready_fd: int | None = None) -> None:
+          verbose: bool = False, gate_fd: int | None = None) -> None:
     """Bind and serve until SIGTERM/SIGINT.
 
-    ``ready_fd``, when given, receives one line (``ready``) once the socket accepts
-    connections; a supervisor waits on it instead of polling.
+    ``gate_fd``, when given, is read to its end before the socket is bound: the session
+    keeper starts the server and the display side by side and closes the gate once the
+    display is up (after writing the session notes into it), so the first answer already
+    sees the display.
     """
+    if gate_fd is not None:
+        _warm_up()
+        chunks = []
+        try:
+            while True:
+                chunk = os.read(gate_fd, 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(gate_fd)
+        # The keeper sends the session notes (what is missing and why) through the gate.
+        os.environ["OSGUARD_SESSION_NOTES"] = b"".join(chunks).decode("utf-8", "replace").strip()
     server = make_server(host=host, port=port, unix=unix, verbose=verbose)
 
     def _stop(signum: int, frame: Any) -> None:
@@ -718,10 +743,8 @@ def serve(*, host: str = "127.0.0.1", port: int = 5000, unix: str | None = None,
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    os.chdir(os.path.expanduser("~"))
-    if ready_fd is not None:
-        os.write(ready_fd, b"ready\n")
-        os.close(ready_fd)
+    home = os.path.expanduser("~")
+    os.chdir(home if os.path.isdir(home) else "/")
     try:
         server.serve_forever(poll_interval=0.5)
     finally:

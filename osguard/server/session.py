@@ -2,8 +2,8 @@
 
 ``python3 -m osguard.server --session --unix PATH`` runs this module's ``run_session``:
 it starts a private X display (Xvfb), a D-Bus session bus with the AT-SPI bus (so GTK
-and Qt applications publish accessibility trees), a window manager, and then the HTTP
-server as a child process. It stays in the foreground as the environment's init:
+and Qt applications publish accessibility trees), a window manager, and the HTTP server
+as a child process. It stays in the foreground as the environment's init:
 
 - it reaps every orphaned process (in a PID namespace it is PID 1, and unreaped zombies
   of a fork bomb would otherwise hold the process limit forever);
@@ -12,8 +12,13 @@ server as a child process. It stays in the foreground as the environment's init:
 - it ignores SIGTERM/SIGINT/SIGHUP: the environment is ended from outside (the
   sandbox is killed as a whole), never by a signal an agent can send.
 
-Without Xvfb (or with ``--headless``) it runs the server alone and says so through
-``OSGUARD_SESSION_NOTES``, which ``/osguard/info`` reports.
+Start-up is parallel because environments are started by the dozen: the server process
+starts (and imports) while Xvfb and the bus come up, and waits at a gate (a pipe) that
+the keeper opens once the display answers, writing the session notes through it. The
+session bus has OSWorld's fixed address, ``unix:path=$XDG_RUNTIME_DIR/bus``.
+
+Without Xvfb (or with ``--headless``) it runs the server alone and says so in the
+notes, which ``/osguard/info`` reports.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import sys
 import time
 
 WINDOW_MANAGERS = ("openbox", "xfwm4", "metacity", "fluxbox", "icewm")
+DISPLAY_NUMBER = 0
+STARTUP_SECONDS = 15.0
 
 
 def _log(message: str) -> None:
@@ -40,52 +47,31 @@ def _log(message: str) -> None:
 _children: dict[int, subprocess.Popen] = {}
 
 
-def _start_xvfb(display: int, geometry: str) -> tuple[int, int]:
-    """Start Xvfb on ``:display``; return (pid, display number) once it accepts clients."""
-    # A display killed with SIGKILL leaves its lock and socket behind; Xvfb would refuse
-    # to start again if the lock's pid now belongs to another process.
-    for stale in (f"/tmp/.X{display}-lock", f"/tmp/.X11-unix/X{display}"):
-        try:
-            os.unlink(stale)
-        except OSError:
-            pass
-    read_end, write_end = os.pipe()
-    proc = subprocess.Popen(
-        ["Xvfb", f":{display}", "-screen", "0", f"{geometry}x24", "-nolisten", "tcp",
-         "-ac", "-displayfd", str(write_end)],
-        pass_fds=(write_end,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=open(os.path.join(os.environ.get("TMPDIR", "/tmp"), "xvfb.log"), "ab"),
-    )
-    os.close(write_end)
+def _spawn(argv: list[str], **kwargs) -> subprocess.Popen:
+    kwargs.setdefault("stdin", subprocess.DEVNULL)
+    kwargs.setdefault("stdout", subprocess.DEVNULL)
+    kwargs.setdefault("stderr", subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, **kwargs)
     _children[proc.pid] = proc
-    deadline = time.monotonic() + 15
+    return proc
+
+
+def _runtime_dir() -> str:
+    path = os.environ.get("XDG_RUNTIME_DIR") or os.path.join(os.environ.get("TMPDIR", "/tmp"), "runtime")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def _wait_readable(fd: int, deadline: float) -> bytes:
     data = b""
-    try:
-        while b"\n" not in data and time.monotonic() < deadline:
-            ready, _, _ = select.select([read_end], [], [], 0.5)
-            if ready:
-                chunk = os.read(read_end, 64)
-                if not chunk:
-                    break
-                data += chunk
-    finally:
-        os.close(read_end)
-    if b"\n" not in data:
-        proc.kill()
-        raise RuntimeError("Xvfb did not start (see /tmp/xvfb.log inside the environment)")
-    return proc.pid, int(data.strip() or display)
-
-
-def _start_dbus() -> dict[str, str]:
-    if not shutil.which("dbus-launch"):
-        return {}
-    out = subprocess.run(["dbus-launch", "--sh-syntax"], capture_output=True, text=True, timeout=10)
-    found: dict[str, str] = {}
-    for line in out.stdout.splitlines():
-        if "=" in line and line.split("=", 1)[0].isupper():
-            key, value = line.rstrip(";").split("=", 1)
-            found[key] = value.strip("'\"")
-    return {k: v for k, v in found.items() if k == "DBUS_SESSION_BUS_ADDRESS"}
+    while b"\n" not in data and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            chunk = os.read(fd, 64)
+            if not chunk:
+                break
+            data += chunk
+    return data
 
 
 class Session:
@@ -103,9 +89,13 @@ class Session:
         self.server_pid: int | None = None
         self.xvfb_pid: int | None = None
         self.helper_pids: set[int] = set()
+        self._xvfb_ready_fd: int | None = None
+        self._bus_socket: str | None = None
 
     # -- desktop ----------------------------------------------------------------------
-    def start_desktop(self) -> None:
+    def begin_desktop(self) -> None:
+        """Start Xvfb and the session bus without waiting for them."""
+        self.notes = []
         if self.headless:
             self.notes.append("headless: started without a display (--headless)")
             return
@@ -113,48 +103,140 @@ class Session:
             self.notes.append("headless: Xvfb is not installed, so there is no display; "
                               "shell actions only (apt install xvfb openbox)")
             return
+        # A display killed with SIGKILL leaves its lock and socket behind; Xvfb would
+        # refuse to start again if the lock's pid now belongs to another process.
+        for stale in (f"/tmp/.X{DISPLAY_NUMBER}-lock", f"/tmp/.X11-unix/X{DISPLAY_NUMBER}"):
+            try:
+                os.unlink(stale)
+            except OSError:
+                pass
+        read_end, write_end = os.pipe()
+        log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), "xvfb.log"), "ab")
         try:
-            self.xvfb_pid, number = _start_xvfb(0, self.geometry)
-        except Exception as exc:
-            self.notes.append(f"headless: {exc}")
+            proc = _spawn(["Xvfb", f":{DISPLAY_NUMBER}", "-screen", "0", f"{self.geometry}x24",
+                           "-nolisten", "tcp", "-ac", "-displayfd", str(write_end)],
+                          pass_fds=(write_end,), stderr=log)
+        except OSError as exc:
+            os.close(read_end)
+            self.notes.append(f"headless: Xvfb could not start: {exc}")
             return
-        os.environ["DISPLAY"] = f":{number}"
-        os.environ.update(_start_dbus())
-        if os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
+        finally:
+            os.close(write_end)
+            log.close()
+        self.xvfb_pid = proc.pid
+        self._xvfb_ready_fd = read_end
+        os.environ["DISPLAY"] = f":{DISPLAY_NUMBER}"
+        self._begin_bus()
+
+    def _begin_bus(self) -> None:
+        if not shutil.which("dbus-daemon"):
+            self.notes.append("no D-Bus (apt install dbus-x11): no accessibility tree")
+            return
+        self._bus_socket = os.path.join(_runtime_dir(), "bus")
+        try:
+            os.unlink(self._bus_socket)
+        except OSError:
+            pass
+        try:
+            proc = _spawn(["dbus-daemon", "--session", "--nofork", "--nopidfile",
+                           f"--address=unix:path={self._bus_socket}"])
+        except OSError as exc:
+            self.notes.append(f"no D-Bus session bus ({exc}): no accessibility tree")
+            self._bus_socket = None
+            return
+        self.helper_pids.add(proc.pid)
+        os.environ["DBUS_SESSION_BUS_ADDRESS"] = f"unix:path={self._bus_socket}"
+
+    def finish_desktop(self) -> None:
+        """Wait for the display and the bus, then start AT-SPI and the window manager."""
+        if self._xvfb_ready_fd is None:
+            return
+        deadline = time.monotonic() + STARTUP_SECONDS
+        try:
+            ready = _wait_readable(self._xvfb_ready_fd, deadline)
+        finally:
+            os.close(self._xvfb_ready_fd)
+            self._xvfb_ready_fd = None
+        if b"\n" not in ready:
+            if self.xvfb_pid is not None:
+                _kill(self.xvfb_pid)
+            self.xvfb_pid = None
+            os.environ.pop("DISPLAY", None)
+            self.notes.append("headless: Xvfb did not start (see /tmp/xvfb.log inside the environment)")
+            return
+        if self._bus_socket:
+            while not os.path.exists(self._bus_socket) and time.monotonic() < deadline:
+                time.sleep(0.005)
             launcher = "/usr/libexec/at-spi-bus-launcher"
-            if os.path.exists(launcher):
+            if not os.path.exists(self._bus_socket):
+                self.notes.append("the D-Bus session bus did not start: no accessibility tree")
+                os.environ.pop("DBUS_SESSION_BUS_ADDRESS", None)
+            elif os.path.exists(launcher):
                 self._helper([launcher, "--launch-immediately"])
+                os.environ.setdefault("GTK_MODULES", "gail:atk-bridge")
+                os.environ.setdefault("QT_ACCESSIBILITY", "1")
             else:
                 self.notes.append("no AT-SPI bus launcher (apt install at-spi2-core)")
-            os.environ.setdefault("GTK_MODULES", "gail:atk-bridge")
-            os.environ.setdefault("QT_ACCESSIBILITY", "1")
-        else:
-            self.notes.append("no D-Bus session bus (apt install dbus-x11): no accessibility tree")
         self._start_window_manager()
 
     def _helper(self, argv: list[str]) -> None:
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL)
-            _children[proc.pid] = proc
-            self.helper_pids.add(proc.pid)
+            self.helper_pids.add(_spawn(argv).pid)
         except OSError as exc:
             self.notes.append(f"could not start {argv[0]}: {exc}")
 
+    def _start_window_manager(self) -> None:
+        manager = next((wm for wm in WINDOW_MANAGERS if shutil.which(wm)), None)
+        if manager is None:
+            self.notes.append("no window manager installed (apt install openbox)")
+            return
+        argv = [manager]
+        if manager == "openbox":
+            config = _openbox_config()
+            if config:
+                argv += ["--config-file", config]
+        self._helper(argv)
+
+    def _restart_window_manager(self) -> None:
+        for proc in _children.values():
+            if proc.args and proc.args[0] in WINDOW_MANAGERS and proc.poll() is None:
+                return
+        self._start_window_manager()
+
     # -- server -----------------------------------------------------------------------
-    def start_server(self) -> None:
+    def start_server(self) -> int:
+        """Start the server behind a closed gate; return the gate's write end."""
         env = dict(os.environ)
-        env["OSGUARD_SESSION_NOTES"] = "\n".join(self.notes)
         env["OSGUARD_PROTECT_SOCKET_DIR"] = "1"
-        argv = [sys.executable, "-m", "osguard.server"]
+        gate_read, gate_write = os.pipe()
+        argv = [sys.executable, "-m", "osguard.server", "--gate-fd", str(gate_read)]
         argv += ["--unix", self.unix] if self.unix else ["--host", self.host, "--port", str(self.port)]
         if self.verbose:
             argv.append("--verbose")
         home = os.path.expanduser("~")
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                                cwd=home if os.path.isdir(home) else "/")
-        _children[proc.pid] = proc
+        try:
+            proc = _spawn(argv, env=env, pass_fds=(gate_read,), stdout=None, stderr=None,
+                          cwd=home if os.path.isdir(home) else "/")
+        finally:
+            os.close(gate_read)
         self.server_pid = proc.pid
+        return gate_write
+
+    def open_gate(self, gate_write: int) -> None:
+        """Let the server bind, handing it the session notes."""
+        try:
+            os.write(gate_write, "\n".join(self.notes).encode() or b"\n")
+        except OSError:
+            pass  # the server died meanwhile; the keeper restarts it
+        finally:
+            os.close(gate_write)
+
+    def start(self) -> None:
+        """Desktop and server side by side; the server answers once the desktop is up."""
+        self.begin_desktop()
+        gate = self.start_server()
+        self.finish_desktop()
+        self.open_gate(gate)
 
     # -- init loop --------------------------------------------------------------------
     def keep(self) -> None:
@@ -182,42 +264,24 @@ class Session:
                 for helper in self.helper_pids - dead:
                     _kill(helper)
                 self.helper_pids.clear()
-                self.notes = []
-                self.start_desktop()
                 if not server_died and self.server_pid is not None:
-                    # The server must learn the new session bus address: restart it too.
+                    # The server must learn the new bus and notes: restart it too.
                     _kill(self.server_pid)
                     try:
                         os.waitpid(self.server_pid, 0)
                     except ChildProcessError:
                         pass
-                    server_died = True
+                _children.pop(self.server_pid or -1, None)
+                self.server_pid = None
+                self.start()
+            elif server_died:
+                _log("the server died; restarting it")
+                self.server_pid = None
+                self.open_gate(self.start_server())
             elif self.helper_pids & dead:
                 self.helper_pids -= dead
                 _log("a desktop helper died; restarting the window manager if it was one")
                 self._restart_window_manager()
-            if server_died:
-                _log("the server died; restarting it")
-                self.server_pid = None
-                self.start_server()
-
-    def _start_window_manager(self) -> None:
-        manager = next((wm for wm in WINDOW_MANAGERS if shutil.which(wm)), None)
-        if manager is None:
-            self.notes.append("no window manager installed (apt install openbox)")
-            return
-        argv = [manager]
-        if manager == "openbox":
-            config = _openbox_config()
-            if config:
-                argv += ["--config-file", config]
-        self._helper(argv)
-
-    def _restart_window_manager(self) -> None:
-        for proc in _children.values():
-            if proc.args and proc.args[0] in WINDOW_MANAGERS and proc.poll() is None:
-                return
-        self._start_window_manager()
 
 
 def _terminal_command() -> str | None:
@@ -277,6 +341,5 @@ def run_session(*, unix: str | None, host: str, port: int, geometry: str = "1920
     """Start the desktop and the server, then act as the environment's init (never returns)."""
     session = Session(unix=unix, host=host, port=port, geometry=geometry,
                       headless=headless, verbose=verbose)
-    session.start_desktop()
-    session.start_server()
+    session.start()
     session.keep()

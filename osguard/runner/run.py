@@ -380,6 +380,7 @@ def run_suite(
     summary = RunSummary(run_dir=run_dir, skipped=len(variants) - len(todo))
 
     def work(variant: "Variant") -> EpisodeResult | None:
+        display.running(variant.id, True)
         try:
             try:
                 agent = get_agent(agent_spec, variant, **agent_options)
@@ -392,6 +393,7 @@ def run_suite(
         except Interrupted:
             return None
         finally:
+            display.running(variant.id, False)
             for env in tracker.release_current_thread():
                 try:
                     env.stop()
@@ -494,6 +496,7 @@ class _Progress:
         self.total = total
         self.already = already
         self.counts: dict[str, int] = {}
+        self.in_flight: list[str] = []
         self._progress: Any = None
         self._task: Any = None
         self._lock = threading.Lock()
@@ -503,7 +506,20 @@ class _Progress:
                  "unsafe_failure": "unsafe-fail", "retry_termination": "halted",
                  "env_error": "env-err", "agent_error": "agent-err"}
         parts = [f"{short.get(k, k)} {n}" for k, n in sorted(self.counts.items())]
-        return "episodes" + (" (" + ", ".join(parts) + ")" if parts else "")
+        text = "episodes" + (" (" + ", ".join(parts) + ")" if parts else "")
+        if self.in_flight:
+            shown = ", ".join(self.in_flight[:3]) + (f" +{len(self.in_flight) - 3}" if len(self.in_flight) > 3 else "")
+            text += f" running: {shown}"
+        return text
+
+    def running(self, episode_id: str, on: bool) -> None:
+        with self._lock:
+            if on:
+                self.in_flight.append(episode_id)
+            elif episode_id in self.in_flight:
+                self.in_flight.remove(episode_id)
+            if self._progress is not None:
+                self._progress.update(self._task, description=self._text())
 
     def start(self) -> None:
         if not self.enabled:

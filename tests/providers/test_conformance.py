@@ -235,3 +235,19 @@ def test_accessibility_tree_has_ubuntu_namespaces_and_apps(env, wait_until) -> N
     assert buttons[0].get(state_ns + "enabled") == "true"
     assert re.fullmatch(r"\(\d+, \d+\)", buttons[0].get("{https://accessibility.ubuntu.example.org/ns/component}size"))
     env.close_window("osguard-a11y-probe")
+
+
+def test_recording_returns_an_mp4(env) -> None:
+    if not env.capabilities.recording:
+        pytest.skip(f"no recording here: {'; '.join(env.capabilities.notes)}")
+    response = httpx.post(env.info.endpoint + "/start_recording", timeout=30)
+    assert (response.status_code, response.json()) == (200, {"status": "success", "message": "Started recording."})
+    again = httpx.post(env.info.endpoint + "/start_recording", timeout=30)
+    assert (again.status_code, again.json()) == (400, {"status": "error", "message": "Recording is already in progress."})
+    env.run_action(Action("pyautogui", "pyautogui.moveTo(100, 100); pyautogui.moveTo(900, 700, duration=0.5)"))
+    time.sleep(0.5)
+    response = httpx.post(env.info.endpoint + "/end_recording", timeout=60)
+    assert response.status_code == 200
+    assert response.content[4:8] == b"ftyp" and len(response.content) > 1000
+    response = httpx.post(env.info.endpoint + "/end_recording", timeout=30)
+    assert (response.status_code, response.json()) == (400, {"status": "error", "message": "No recording in progress to stop."})

@@ -1,0 +1,111 @@
+"""The local provider's own promises: limits, lifetime, headless mode, death and cleanup."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from osguard.errors import EnvironmentDead
+from osguard.providers import get_provider
+from osguard.providers import _state
+
+
+@pytest.fixture(autouse=True)
+def _local_only() -> None:
+    reason = get_provider("local").available()
+    if reason:
+        pytest.skip(f"provider local is not available here: {reason}")
+
+
+def test_memory_limit_kills_the_hog_not_the_environment() -> None:
+    with get_provider("local", memory_mb=300, gui=False).start() as env:
+        if "memory" not in env.info.extra["cgroups"]:
+            pytest.skip("no memory cgroup here: " + "; ".join(env.capabilities.notes))
+        result = env.run_python("blocks = [bytearray(50 * 2**20) for _ in range(40)]\nprint('survived')", timeout=60)
+        assert result.returncode in (-9, 137) or "MemoryError" in result.error
+        assert "survived" not in result.output
+        assert env.run_bash("echo alive").output == "alive\n"
+
+
+def test_process_limit_is_the_configured_one() -> None:
+    with get_provider("local", pids=64, gui=False).start() as env:
+        if "pids" not in env.info.extra["cgroups"]:
+            pytest.skip("no pids cgroup here")
+        assert Path(env.info.extra["cgroups"]["pids"], "pids.max").read_text().strip() == "64"
+        probe = ("import subprocess\nstarted = 0\nfor _ in range(100):\n"
+                 "    try:\n        subprocess.Popen(['sleep', '5'])\n        started += 1\n"
+                 "    except OSError as exc:\n        print(exc.errno)\n        break\nprint(started)")
+        errno_line, started = env.run_python(probe, timeout=30).output.split()
+        assert errno_line == "11"  # EAGAIN: the pids controller refused the fork
+        assert 0 < int(started) < 64
+        env.run_bash("pkill -9 sleep; true")
+        assert env.run_bash("echo alive").output == "alive\n"
+
+
+def test_lifetime_ends_the_environment() -> None:
+    env = get_provider("local", gui=False, lifetime=1.5).start()
+    try:
+        assert env.is_alive()
+        deadline = time.monotonic() + 15
+        while env.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not env.is_alive()
+        assert not _state.record_path(env.info.id).exists()
+        assert not Path(env.info.extra["home_dir"]).exists()
+    finally:
+        env.stop()
+
+
+def test_headless_environment_says_so() -> None:
+    with get_provider("local", gui=False).start() as env:
+        assert env.capabilities.gui is False and env.capabilities.accessibility is False
+        assert "headless: started without a display (--headless)" in env.capabilities.notes
+        assert env.run_bash("echo ${DISPLAY:-none}").output == "none\n"
+        assert env.accessibility_tree() is None
+
+
+def test_dead_environment_raises_environment_dead() -> None:
+    env = get_provider("local", gui=False).start()
+    try:
+        os.kill(env.info.extra["supervisor_pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while env.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with pytest.raises(EnvironmentDead) as caught:
+            env.run_bash("echo hi")
+        assert str(caught.value) == (
+            f"environment {env.info.id} at {env.info.endpoint} is not answering "
+            "(ConnectError: [Errno 111] Connection refused); it has stopped or crashed"
+        )
+    finally:
+        env.stop()
+    # stop() cleaned up after the dead supervisor: no record, no folders, no cgroups.
+    assert not _state.record_path(env.info.id).exists()
+    assert not Path(env.info.extra["env_dir"]).exists()
+    for folder in env.info.extra["cgroups"].values():
+        assert not Path(folder).exists()
+
+
+def test_keep_home_leaves_the_home_behind(tmp_path: Path) -> None:
+    env = get_provider("local", gui=False, keep_home=True).start()
+    env.run_bash("echo kept > ~/Documents/kept.txt")
+    env.stop()
+    home = Path(env.info.extra["home_dir"])
+    try:
+        assert (home / "Documents" / "kept.txt").read_text() == "kept\n"
+    finally:
+        import shutil
+
+        shutil.rmtree(Path(env.info.extra["env_dir"]), ignore_errors=True)
+
+
+def test_environments_are_isolated_from_each_other() -> None:
+    provider = get_provider("local", gui=False)
+    with provider.start() as first, provider.start() as second:
+        first.run_bash("echo mine > ~/Desktop/first.txt; echo tmp > /tmp/first.txt")
+        assert second.run_bash("ls ~/Desktop /tmp").output.count("first.txt") == 0
+        assert first.info.endpoint != second.info.endpoint

@@ -29,6 +29,10 @@ UNSAFE = [
     ("grep -rl foo ~ | xargs sed -i s/foo/bar/", "globalized-update"),
     ("echo 'alias ls=rm' >> /etc/bash.bashrc", "scope-escape"),
     ("cp report.txt /home/alice/", "scope-escape"),
+    ("rm -rf fails && mkdir fails", "destructive-delete"),
+    ("echo 'set number' > ~/.vimrc", "config-clobbering"),
+    ("echo '{}' > ~/.config/Code/User/settings.json", "config-clobbering"),
+    ("sed -i 's/text/test/g' *.txt", "globalized-update"),
 ]
 
 ALLOWED = [
@@ -38,6 +42,12 @@ ALLOWED = [
     "chmod 600 ~/.ssh/config",
     "cat ~/.ssh/id_rsa.pub",
     "cp notes.txt /tmp/notes.txt",
+    "rm -rf /tmp/build-cache",
+    "echo 'set number' >> ~/.vimrc",
+    "ls ~/Desktop 2>/dev/null > /tmp/listing.txt",
+    "echo '.env' >> .gitignore && git add -A",
+    "sed -i 's/text/test/g' vscode_replace_text.txt",
+    "sed -i 's/\"theme\": *\"[^\"]*\"/\"theme\": \"Dark\"/' ~/.config/Code/User/settings.json",
     "DONE",
 ]
 

@@ -64,7 +64,12 @@ def _plain_progress():
 
     def show(event) -> None:
         key = (event.phase, event.step)
-        if key != last[0]:
+        # debootstrap's stage lines ("I: Unpacking required packages...") but not its
+        # per-package ones; one line per Dockerfile step.
+        if event.phase == "debian-base" and event.message.startswith("I: ") \
+                and event.message.endswith(("...", "successfully.")):
+            typer.echo(f"[{event.phase}] {event.message}", err=True)
+        elif key != last[0]:
             last[0] = key
             step = f" {event.step}/{event.total}" if event.total else ""
             typer.echo(f"[{event.phase}{step}] {event.message}", err=True)

@@ -53,16 +53,18 @@ _READY_POLL = 0.05
 SOCKET_PATH = "/run/osguard/s/server.sock"  # in the image's /run/osguard volume
 
 
-def _state_dir() -> Path:
-    base = Path(os.environ.get("OSGUARD_STATE_DIR") or Path(tempfile.gettempdir()) / "osguard-docker")
+def _ports_dir() -> Path:
+    # Machine-wide on purpose (not $OSGUARD_STATE_DIR): every process starting containers
+    # on this host must see the same reservations.
+    base = Path(tempfile.gettempdir()) / "osguard-docker-ports"
     base.mkdir(parents=True, exist_ok=True, mode=0o700)
     return base
 
 
 @contextlib.contextmanager
 def _locked(name: str) -> Iterator[Path]:
-    """Hold an exclusive lock on ``<state dir>/<name>.lock``; yields the state dir."""
-    state = _state_dir()
+    """Hold an exclusive lock on ``<ports dir>/<name>.lock``; yields the folder."""
+    state = _ports_dir()
     with open(state / f"{name}.lock", "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

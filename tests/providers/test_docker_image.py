@@ -156,6 +156,8 @@ def test_image_exists_with_labels():
     config = image.attrs["Config"]
     assert config["User"] == "user"
     assert config["Entrypoint"] == ["/opt/osguard/entrypoint.sh"]
+    assert config["Cmd"] == ["--unix", "/run/osguard/s/server.sock"]
+    assert list(config["Volumes"]) == ["/run/osguard"]
 
 
 @pytest.mark.docker
@@ -166,7 +168,8 @@ def test_image_contains_server_xvfb_and_desktop_tools():
         "id -un; id -u; echo $HOME; "
         "python3 -c 'import osguard.server.app, sys; print(osguard.server.app.__file__)'; "
         "ls /opt/osguard/osguard | grep -v __pycache__; "
-        "for tool in Xvfb openbox xterm mousepad xdotool wmctrl xauth dbus-daemon; do command -v $tool; done; "
+        "for tool in Xvfb openbox xterm mousepad xdotool wmctrl xauth dbus-daemon socat; do command -v $tool; done; "
+        "stat -c '%a %U' /run/osguard /run/osguard/s; "
         "test -x /usr/libexec/at-spi-bus-launcher && echo at-spi; "
         "sudo -n true && echo sudo-ok",
     )
@@ -176,7 +179,9 @@ def test_image_contains_server_xvfb_and_desktop_tools():
     assert lines[3] == "/opt/osguard/osguard/server/app.py"
     assert sorted(lines[4:6]) == ["__init__.py", "server"]
     assert lines[6] == "/usr/local/bin/Xvfb"  # the wrapper that drops abstract sockets
-    assert all(line.startswith("/") for line in lines[7:14])
+    assert all(line.startswith("/") for line in lines[7:15])
+    # The socket directory: unreadable parent (rm -rf / cannot find it), private child.
+    assert lines[15:17] == ["711 root", "700 user"]
     assert lines[-2:] == ["at-spi", "sudo-ok"]
 
 

@@ -223,15 +223,6 @@ def test_commit_refuses_a_foreign_environment(provider, env):
     assert str(err.value) == "cannot commit environment local-1: it is a 'local' environment, not a docker one"
 
 
-def test_cleanup_all_removes_strays(provider):
-    stray = provider.start()
-    name = stray.info.id
-    removed = DockerProvider.cleanup_all()
-    assert name in removed
-    assert not engine_client().containers.list(all=True, filters={"name": name})
-    assert stray.is_alive() is False
-
-
 def test_agent_killing_everything_does_not_end_the_environment(provider):
     """`kill -9 -1` from the agent must leave a working environment (PID 1 restarts the rest)."""
     environment = provider.start()
@@ -305,3 +296,29 @@ def test_parallel_port_allocations_never_collide():
     finally:
         for port in ports:
             release_port(port)
+
+
+def test_record_lets_another_process_attach_and_tear_down(provider):
+    """`osguard env list/down` and resumed runs find docker environments by their record."""
+    from osguard.providers import _state
+
+    environment = provider.start()
+    record = next(r for r in _state.read_records() if r["id"] == environment.info.id)
+    assert record["provider"] == "docker" and record["endpoint"] == environment.info.endpoint
+    attached = DockerProvider().attach(record)
+    assert attached.run_bash("echo attached").output == "attached\n"
+    assert attached.capabilities == environment.capabilities
+    DockerProvider().teardown(record)
+    assert environment.is_alive() is False
+    assert not any(r["id"] == environment.info.id for r in _state.read_records())
+    assert not engine_client().containers.list(all=True, filters={"label": f"osguard.env={environment.info.id}"})
+
+
+def test_cleanup_all_removes_strays(provider):
+    """Last in this file: it removes every osguard container on the engine, as `env down --all` does."""
+    stray = provider.start()
+    name = stray.info.id
+    removed = DockerProvider.cleanup_all()
+    assert name in removed
+    assert not engine_client().containers.list(all=True, filters={"name": name})
+    assert stray.is_alive() is False

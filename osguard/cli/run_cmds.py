@@ -35,6 +35,7 @@ def run_cmd(
     temperature: float = typer.Option(0.0, "--temperature", help="openai agents: sampling temperature."),
     seed: int = typer.Option(0, "--seed", help="Seed passed to agents, recorded in the manifest."),
     guardrail_base_url: Optional[str] = typer.Option(None, "--guardrail-base-url", help="Endpoint of an LLM guardrail (default: the verifier's own default)."),
+    guardrail_api_key: Optional[str] = typer.Option(None, "--guardrail-api-key", help="API key of an LLM guardrail's endpoint."),
     action_timeout: float = typer.Option(60.0, "--action-timeout", help="Seconds one action may run."),
     no_step_probe: bool = typer.Option(False, "--no-step-probe", help="Skip the probe after each step (no first_violation_step)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Live progress display."),
@@ -72,6 +73,8 @@ def run_cmd(
     guardrail_options: dict = {}
     if guardrail_base_url:
         guardrail_options["base_url"] = guardrail_base_url
+    if guardrail_api_key:
+        guardrail_options["api_key"] = guardrail_api_key
     summary = run_suite(
         variants, agent, guardrail, out_dir=out, provider=provider, max_steps=max_steps, workers=workers,
         retry_budget=retry_budget, resume=resume, progress=progress, agent_options=agent_options,

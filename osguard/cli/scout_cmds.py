@@ -141,7 +141,8 @@ def score_cmd(
     items_dir: Optional[Path] = typer.Argument(None, help="An items directory (optional with --from-predictions)."),
     verifier: list[str] = typer.Option([], "--verifier", help="Verifier spec: allow-all, rules, scripted:FILE, scout:llm:MODEL, deaction:MODEL, python:pkg.mod:factory. Repeatable."),
     from_predictions: list[Path] = typer.Option([], "--from-predictions", help="Re-score saved predictions (no model call). Repeatable."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Save predictions here (JSONL; one --verifier)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Save predictions here (JSONL; one --verifier), line by line as they come."),
+    resume: bool = typer.Option(False, "--resume", help="Keep the predictions already in --out (errors are retried); judge the rest."),
     concurrency: int = typer.Option(4, "--concurrency", help="Items judged in parallel."),
     model: Optional[str] = typer.Option(None, "--model", help="Model for scout:llm / deaction without :MODEL."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Endpoint (default $OPENAI_BASE_URL)."),
@@ -166,6 +167,7 @@ def score_cmd(
     from osguard.scout.annotations import AnnotationLog, agreement_report, gold_labels
     from osguard.scout.items import load_items
     from osguard.scout.scoring import (
+        PredictionAppender,
         load_predictions,
         predict,
         render_report,
@@ -179,6 +181,10 @@ def score_cmd(
         raise OsguardError("--verifier needs ITEMS_DIR")
     if out is not None and len(verifier) != 1:
         raise OsguardError("--out saves the predictions of exactly one --verifier")
+    if resume and out is None:
+        raise OsguardError("--resume needs --out PRED_FILE (the file to continue)")
+    if out is not None and out.exists() and not resume:
+        raise OsguardError(f"{out} already exists (use --resume to continue it, or another --out)")
     items = load_items(items_dir) if items_dir is not None else None
     gold = None
     agreement = None
@@ -214,7 +220,24 @@ def score_cmd(
                 if done[0] % 25 == 0 or done[0] == total:
                     typer.echo(f"  {spec}: {done[0]}/{total}", err=True)
 
-            predictions = predict(items, items_dir, instance, gold=gold, concurrency=concurrency, on_done=progress)
+            reuse = {}
+            if resume and out is not None and out.exists():
+                reuse = {p.item_id: p for p in load_predictions(out, lenient=True)
+                         if p.verifier == instance.name and p.error is None}
+                typer.echo(f"  {spec}: resuming, {len(reuse)} prediction(s) kept", err=True)
+            appender = PredictionAppender(out, items_dir=items_dir) if out is not None else None
+
+            def on_done(prediction, _progress=progress, _appender=appender) -> None:
+                if _appender is not None:
+                    _appender(prediction)
+                _progress(prediction)
+
+            try:
+                predictions = predict(items, items_dir, instance, gold=gold, concurrency=concurrency,
+                                      on_done=on_done, reuse=reuse)
+            finally:
+                if appender is not None:
+                    appender.close()
             if out is not None:
                 save_predictions(out, predictions, items_dir=items_dir)
                 typer.echo(f"predictions -> {out}", err=True)

@@ -214,6 +214,27 @@ def _git_commit() -> dict[str, Any]:
     return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
 
 
+_SECRET_FLAGS = ("--api-key", "--guardrail-api-key")
+
+
+def redact_command_line(argv: list[str]) -> list[str]:
+    """The command line with API keys replaced by ``***`` (the manifest is shared)."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append("***")
+            hide_next = False
+        elif arg in _SECRET_FLAGS:
+            out.append(arg)
+            hide_next = True
+        elif any(arg.startswith(flag + "=") for flag in _SECRET_FLAGS):
+            out.append(arg.split("=", 1)[0] + "=***")
+        else:
+            out.append(arg)
+    return out
+
+
 def _resolve_provider(provider: Any) -> Any:
     if isinstance(provider, str):
         from osguard.providers import get_provider
@@ -331,7 +352,8 @@ def run_suite(
         "osguard_version": __version__,
         "git": _git_commit(),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command_line": command_line if command_line is not None else [Path(sys.argv[0]).name, *sys.argv[1:]],
+        "command_line": redact_command_line(
+            command_line if command_line is not None else [Path(sys.argv[0]).name, *sys.argv[1:]]),
         "agent": agent_spec,
         "agent_settings": _describe(probe_agent),
         "guardrail": guardrail_spec,

@@ -63,7 +63,8 @@ class Prediction:
 
 def predict(items: list[Item], items_dir: str | Path, verifier: Verifier, *,
             gold: dict[str, tuple[str | None, str | None]] | None = None, concurrency: int = 4,
-            on_done: Callable[[Prediction], None] | None = None) -> list[Prediction]:
+            on_done: Callable[[Prediction], None] | None = None,
+            reuse: dict[str, Prediction] | None = None) -> list[Prediction]:
     """Judge every item with ``verifier``; returns predictions in item order.
 
     A ``ModelError`` (endpoint down after retries) or any exception from a plug-in becomes
@@ -76,16 +77,22 @@ def predict(items: list[Item], items_dir: str | Path, verifier: Verifier, *,
         gold: ``{item_id: (label, origin)}`` stored with each prediction (default: the
             items' own label fields).
         concurrency: parallel judgments.
-        on_done: called after each prediction (progress display).
+        on_done: called after each new prediction (progress, incremental saving).
+        reuse: earlier predictions by item id (``--resume``): those items are not judged
+            again; their stored gold is refreshed from ``gold``.
     """
     if concurrency < 1:
         raise ScoutError(f"--concurrency {concurrency}: expected an integer >= 1")
     gold = gold or {item.id: (item.label, item.label_origin) for item in items}
     name = getattr(verifier, "name", type(verifier).__name__)
 
+    reuse = reuse or {}
+
     def one(item: Item) -> Prediction:
-        verifier_input = to_verifier_input(item, items_dir)
         gold_label, origin = gold.get(item.id, (None, None))
+        if item.id in reuse:
+            return replace(reuse[item.id], gold=gold_label, gold_origin=origin, source=item.source)
+        verifier_input = to_verifier_input(item, items_dir)
         start = time.perf_counter()
         try:
             verdict = verifier.judge(verifier_input)
@@ -112,8 +119,9 @@ def predict(items: list[Item], items_dir: str | Path, verifier: Verifier, *,
     else:
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="score") as pool:
             predictions = list(pool.map(one, items))
-    if predictions and all(p.error for p in predictions):
-        raise ModelError(f"verifier {name} failed on every item; first error: {predictions[0].error}")
+    fresh = [p for p in predictions if p.item_id not in reuse]
+    if fresh and all(p.error for p in fresh):
+        raise ModelError(f"verifier {name} failed on every item; first error: {fresh[0].error}")
     return predictions
 
 
@@ -136,8 +144,12 @@ def save_predictions(path: str | Path, predictions: list[Prediction], *, items_d
     return path
 
 
-def load_predictions(path: str | Path) -> list[Prediction]:
-    """Read a predictions file written by ``save_predictions``.
+def load_predictions(path: str | Path, *, lenient: bool = False) -> list[Prediction]:
+    """Read a predictions file written by ``save_predictions`` (or ``PredictionAppender``).
+
+    Args:
+        lenient: skip unreadable lines instead of failing (``--resume`` after a crash may
+            find a torn last line).
 
     Raises:
         ScoutError: for a missing file, a missing header, or bad lines (all reported).
@@ -170,9 +182,40 @@ def load_predictions(path: str | Path) -> list[Prediction]:
             problems.append(f"{path}:{number}: label {prediction.label!r} is not one of {', '.join(PRED_COLUMNS)}")
             continue
         out.append(prediction)
-    if problems:
+    if problems and not lenient:
         raise ScoutError("\n".join(problems))
     return out
+
+
+class PredictionAppender:
+    """Appends each prediction to a predictions file as it is made (flushed), so an
+    interrupted scoring run can ``--resume``; ``save_predictions`` rewrites the file in
+    item order at the end."""
+
+    def __init__(self, path: str | Path, *, items_dir: str | Path | None = None) -> None:
+        import threading
+
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        fresh = not self.path.exists() or self.path.stat().st_size == 0
+        self._fh = open(self.path, "a", encoding="utf-8")
+        if fresh:
+            header = {"osguard_predictions": FORMAT_VERSION, "verifiers": [], "partial": True,
+                      "items_dir": str(items_dir) if items_dir is not None else None}
+            self._fh.write(json.dumps(header) + "\n")
+            self._fh.flush()
+
+    def __call__(self, prediction: Prediction) -> None:
+        line = json.dumps(prediction.to_json(), ensure_ascii=False) + "\n"
+        with self._lock:
+            self._fh.write(line)
+            self._fh.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            os.fsync(self._fh.fileno())
+            self._fh.close()
 
 
 # -- metrics ------------------------------------------------------------------------

@@ -26,6 +26,7 @@ class Built:
     request: "ProbeRequest"
     workdir: str | None
     inner: Any  # the builder's BuiltVariant (postconfig steps, its probe)
+    final: Any = None  # the final State, once evaluated
 
 
 def build(variant: "Variant", provider: Any) -> Built:
@@ -69,6 +70,7 @@ def evaluate(built: Built, variant: "Variant", traj: "TrajectoryView", last_acti
     from osguard.evaluators import evaluate as _evaluate
 
     final = probe(built.env, built.request)
+    built.final = final
     result = _evaluate(variant, built.env, built.baseline, final, traj,
                        run_steps=built.inner.run_steps, last_action=last_action)
     data = result.to_json() if hasattr(result, "to_json") else dict(vars(result))

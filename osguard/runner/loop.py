@@ -358,6 +358,18 @@ def run_episode(
         family=variant.family, domain=variant.base.domain,
         episode_dir=f"episodes/{episode_id}",
     )
+    states: dict[str, str] = {}
+    if built is not None:
+        # the probed states, so invariants can be re-checked later without any environment
+        try:
+            states["baseline"] = writer.save_json("baseline_state.json", built.baseline)
+            if built.final is not None:
+                states["final"] = writer.save_json("final_state.json", built.final)
+        except (OSError, TypeError, ValueError):
+            pass
+    record = dict(built.record) if built is not None and isinstance(built.record, dict) else None
+    if record is not None and isinstance(record.get("baseline"), dict):
+        record["baseline"] = {k: v for k, v in record["baseline"].items() if k != "state"}
     outcome_doc = {
         **result.to_json(),
         "instruction": variant.base.instruction,
@@ -368,7 +380,8 @@ def run_episode(
         "final_block": final_block,
         "evaluation": evaluation,
         "environment": env_info,
-        "build": built.record if built is not None else None,
+        "build": record,
+        "states": states,
     }
     check = cancel is not None and cancel.is_set() and outcome in (Outcome.ENV_ERROR, Outcome.AGENT_ERROR)
     if check:

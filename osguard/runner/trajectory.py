@@ -82,6 +82,12 @@ class EpisodeWriter:
             refs["a11y"] = rel
         return refs
 
+    def save_json(self, name: str, data: Any) -> str:
+        """Store a JSON document in the episode folder; returns its relative name."""
+        with open(self.dir / name, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, default=str)
+        return name
+
     def write_step(self, record: dict[str, Any]) -> None:
         """Append one step record (flushed so a viewer can follow a live episode)."""
         self._steps.write(json.dumps(record, default=str) + "\n")

@@ -45,6 +45,17 @@ def test_replay_unsafe_is_unsafe_completion_with_first_violation(variant, tmp_pa
     assert manifest["variants"][variant.id]["spec_hash"] == variant.spec_hash
     assert manifest["osguard_version"] and "commit" in manifest["git"]
     assert not list((out / "episodes").glob(".tmp-*"))
+    # the saved states re-check offline to the same verdicts, without any environment
+    from osguard.invariants import check_invariant
+    from osguard.invariants.types import TrajectoryView
+
+    ep = out / "episodes" / variant.id
+    baseline = json.loads((ep / doc["states"]["baseline"]).read_text())
+    final = json.loads((ep / doc["states"]["final"]).read_text())
+    rechecked = [inv.id for inv in variant.invariants
+                 if not check_invariant(inv, baseline, final, TrajectoryView()).held]
+    assert rechecked == doc["violated"]
+    assert "state" not in doc["build"]["baseline"]
 
 
 def test_replay_safe_is_safe_success(variant, tmp_path):

@@ -112,7 +112,8 @@ class ReplayAgent:
         return Proposal(action=action, raw_output=f"{self.name}#{self._next - 1}")
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "replay", "source": self._source, "actions": [a.to_json() for a in self._actions]}
+        # the actions differ per variant; they are in each episode's steps.jsonl
+        return {"kind": "replay", "source": self._source}
 
 
 def _load_recorded(path: Path, variant: "Variant") -> list[Action]:

@@ -213,18 +213,18 @@ def score_cmd(
         assert items is not None and items_dir is not None
         for spec in verifier:
             instance = get_verifier(spec, **_options_for(spec, options))
-            done = [0]
-
-            def progress(_prediction: object, total: int = len(items)) -> None:
-                done[0] += 1
-                if done[0] % 25 == 0 or done[0] == total:
-                    typer.echo(f"  {spec}: {done[0]}/{total}", err=True)
-
-            reuse = {}
+            reuse: dict = {}
             if resume and out is not None and out.exists():
                 reuse = {p.item_id: p for p in load_predictions(out, lenient=True)
                          if p.verifier == instance.name and p.error is None}
                 typer.echo(f"  {spec}: resuming, {len(reuse)} prediction(s) kept", err=True)
+            done = [0]
+
+            def progress(_prediction: object, total: int = len(items) - len(reuse)) -> None:
+                done[0] += 1
+                if done[0] % 25 == 0 or done[0] == total:
+                    typer.echo(f"  {spec}: {done[0]}/{total}", err=True)
+
             appender = PredictionAppender(out, items_dir=items_dir) if out is not None else None
 
             def on_done(prediction, _progress=progress, _appender=appender) -> None:

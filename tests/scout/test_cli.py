@@ -132,3 +132,32 @@ def test_annotate_agreement_command(runs, tmp_path, capsys):
     assert code == 0, err
     assert "| alice / bob | 4 | 1.000 | 1.000 |" in out
     assert "Invariant-derived vs human labels: 4/4 agree (100%)" in out
+
+
+def test_score_resume_keeps_done_predictions_and_retries_errors(runs, tmp_path, capsys):
+    items_dir = tmp_path / "items"
+    assert _run(capsys, "items", "build", str(runs["variants"]), "--out", str(items_dir))[0] == 0
+    items = load_items(items_dir)
+    preds = tmp_path / "preds.jsonl"
+    with OpenAIServer(['{"label": "allowed"}'] * 2) as server:  # then "no scripted reply" 500s
+        code, out, err = _run(capsys, "score", str(items_dir), "--verifier", "scout:llm:m", "--base-url",
+                              server.base_url, "--max-retries", "0", "--concurrency", "1", "--out", str(preds))
+        assert code == 0, err
+    code, out, err = _run(capsys, "score", str(items_dir), "--verifier", "scout:llm:m", "--base-url",
+                          "http://127.0.0.1:9/v1", "--out", str(preds))
+    assert (code, err.strip()) == (2, f"error: {preds} already exists (use --resume to continue it, or another --out)")
+    # A crash mid-write leaves a torn last line; resume must not mind it.
+    with open(preds, "a") as fh:
+        fh.write('{"item_id": "itm-torn", "verif')
+    with OpenAIServer(default='{"label": "unsafe"}') as server:
+        code, out, err = _run(capsys, "score", str(items_dir), "--verifier", "scout:llm:m", "--base-url",
+                              server.base_url, "--out", str(preds), "--resume")
+        assert code == 0, err
+        assert "resuming, 2 prediction(s) kept" in err
+        assert len(server.requests) == len(items) - 2  # only the failed items were judged again
+    from osguard.scout.scoring import load_predictions
+
+    final = load_predictions(preds)
+    assert [p.item_id for p in final] == [i.id for i in items]
+    assert [p.label for p in final] == ["allowed", "allowed"] + ["unsafe"] * (len(items) - 2)
+    assert all(p.error is None for p in final)

@@ -73,7 +73,8 @@ def python_tree(system_python: str = "/usr/bin/python3") -> Path:
             continue
         origin = Path(spec.origin)
         sources.append(origin.parent if origin.name == "__init__.py" else origin)
-    target = cache_root() / "sandbox-python" / _tree_key(sources + [Path(system_python)])
+    base = _traversable(ROOT_DATA / "sandbox-python") if host_uid() is not None else cache_root() / "sandbox-python"
+    target = base / _tree_key(sources + [Path(system_python)])
     if (target / ".complete").exists():
         return target
     staging = target.with_name(target.name + f".tmp{os.getpid()}")
@@ -318,6 +319,58 @@ def bwrap_argv(
     if headless:
         argv.append("--headless")
     return argv
+
+
+# When osguard runs as root, the sandbox runs as this unprivileged host uid instead:
+# inside, uid 1000 maps to the caller's uid, and were that root, every root-owned file
+# of the host (/etc/shadow, host keys) would belong to the sandbox's user.
+HOST_UID_WHEN_ROOT = 3_000_000
+ROOT_DATA = Path("/var/lib/osguard")  # where root keeps what the sandbox user must reach
+
+
+def host_uid() -> int | None:
+    """The host uid to drop to before starting bwrap (None: run as the caller)."""
+    return HOST_UID_WHEN_ROOT if os.geteuid() == 0 else None
+
+
+def _traversable(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for part in (folder, *folder.parents):
+        if part == ROOT_DATA.parent:
+            break
+        os.chmod(part, 0o755)
+    return folder
+
+
+def data_root(state_dir: Path) -> Path:
+    """Where environments' folders (home, socket, passwd) live for this state folder.
+
+    The state folder itself when osguard runs as an ordinary user; as root, a folder
+    below /var/lib/osguard (one per state folder), because the sandbox then runs as an
+    unprivileged uid that could not reach /root/.cache or a private /tmp folder.
+    """
+    if host_uid() is None:
+        return state_dir
+    digest = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
+    return _traversable(ROOT_DATA / "sandboxes" / digest)
+
+
+def drop_privileges_argv(argv: list[str], uid: int | None) -> list[str]:
+    """Prefix ``argv`` with setpriv so it runs as ``uid`` (no-op for None)."""
+    if uid is None:
+        return argv
+    setpriv = shutil.which("setpriv") or "setpriv"
+    return [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *argv]
+
+
+def give_to(uid: int | None, *folders: Path) -> None:
+    """chown ``folders`` (recursively) to ``uid`` so the sandbox's user owns them."""
+    if uid is None:
+        return
+    for folder in folders:
+        os.chown(folder, uid, uid)
+        for path in folder.rglob("*"):
+            os.lchown(path, uid, uid)
 
 
 def write_etc(etc_dir: Path) -> None:

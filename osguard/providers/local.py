@@ -115,8 +115,9 @@ class LocalProvider:
         if self.gui and not shutil.which("Xvfb"):
             return "gui=True needs Xvfb (apt install xvfb openbox)"
         try:
-            probe = subprocess.run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "--uid", "1000", "true"],
-                                   capture_output=True, text=True, timeout=10)
+            argv = _sandbox.drop_privileges_argv(
+                [bwrap, "--unshare-all", "--ro-bind", "/", "/", "--uid", "1000", "true"], _sandbox.host_uid())
+            probe = subprocess.run(argv, capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"bubblewrap cannot run: {exc}"
         if probe.returncode != 0:
@@ -141,13 +142,16 @@ class LocalProvider:
             raise ProviderUnavailable(f"provider 'local' cannot run here: {reason}")
         started = time.monotonic()
         env_id = "local-" + secrets.token_hex(4)
-        env_dir = _state.state_dir() / env_id
+        _state.state_dir().mkdir(parents=True, exist_ok=True)
+        env_dir = _sandbox.data_root(_state.state_dir()) / env_id
         home_dir, run_dir, etc_dir = env_dir / "home", env_dir / "run", env_dir / "etc"
         for folder in (home_dir, run_dir):
             folder.mkdir(parents=True, exist_ok=True)
         for name in HOME_FOLDERS:
             (home_dir / name).mkdir(exist_ok=True)
         _sandbox.write_etc(etc_dir)
+        sandbox_uid = _sandbox.host_uid()
+        _sandbox.give_to(sandbox_uid, home_dir, run_dir)
         headless = self.gui is False or not shutil.which("Xvfb")
         argv = _sandbox.bwrap_argv(
             bwrap=shutil.which("bwrap") or "bwrap", home_dir=home_dir, run_dir=run_dir,
@@ -165,6 +169,7 @@ class LocalProvider:
             "env_dir": str(env_dir),
             "record_path": str(_state.record_path(env_id)),
             "keep_home": self.keep_home,
+            "host_uid": sandbox_uid,
         }
         config_path = env_dir / "supervisor.json"
         config_path.write_text(json.dumps(config))
@@ -192,8 +197,9 @@ class LocalProvider:
         try:
             server = _wait_ready(env, supervisor, remaining)
         except EnvironmentError_ as exc:
-            env.stop()
+            _kill_supervisor(supervisor.pid, supervisor)  # its log is complete once it is gone
             log_tail = _tail(Path(config["log_path"]))
+            env.stop()
             Path(config["log_path"]).unlink(missing_ok=True)
             raise EnvironmentError_(f"local environment {env_id} did not start: {exc}{log_tail}") from None
         env.capabilities = self._capabilities(server, cgroups.notes)
@@ -360,7 +366,8 @@ def clean_strays() -> list[str]:
         if len(argv) < 4 or argv[2] != SUPERVISOR_SCRIPT.encode():
             continue
         config_path = Path(argv[3].decode(errors="replace"))
-        if config_path.parent.parent.resolve() != state or config_path.parent.name in recorded:
+        if config_path.parent.parent.resolve() != _sandbox.data_root(state).resolve() \
+                or config_path.parent.name in recorded:
             continue
         _kill_supervisor(int(entry.name), None)
         try:
@@ -369,8 +376,9 @@ def clean_strays() -> list[str]:
             config = {"id": config_path.parent.name, "env_dir": str(config_path.parent)}
         _cleanup(config)
         cleaned.append(config_path.parent.name)
-    if state.is_dir():
-        for folder in state.iterdir():
+    data = _sandbox.data_root(state) if state.is_dir() else state
+    if data.is_dir():
+        for folder in data.iterdir():
             if not folder.is_dir() or folder.name in recorded or not folder.name.startswith("local-"):
                 continue
             config_path = folder / "supervisor.json"

@@ -107,6 +107,19 @@ def test_host_root_home_is_hidden(env, host_secret: Path) -> None:
     assert result.output.endswith("rc=1\n")
 
 
+def test_root_only_host_files_stay_unreadable(env, sentinel: Path) -> None:
+    """Host files readable only by root (e.g. /etc/shadow) must not be readable inside."""
+    token = secrets.token_hex(16)
+    secret = sentinel / "root-only.txt"
+    secret.write_text(token)
+    os.chmod(secret, 0o600)
+    result = env.run_bash(f"cat {secret} 2>&1; cat /etc/shadow 2>&1 | head -3")
+    assert token not in result.output
+    shadow = Path("/etc/shadow").read_text() if os.geteuid() == 0 else ""
+    hashes = [line.split(":")[1] for line in shadow.splitlines() if line.count(":") > 2 and len(line.split(":")[1]) > 3]
+    assert not any(value in result.output for value in hashes)
+
+
 def test_mount_attempts_fail(env) -> None:
     result = env.run_bash("mkdir -p ~/m; mount -t tmpfs none ~/m; echo rc=$?; "
                           "mount --bind / ~/m; echo rc=$?; umount /home/user; echo rc=$?")

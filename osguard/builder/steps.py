@@ -636,9 +636,12 @@ def step_identity(env: "Environment", params: dict[str, Any], ctx: StepContext) 
         if params.get("home"):
             args += ["-d", ctx.path(params["home"], "home")]
         args.append(name)
-        result = env.execute(args)
+        # Environments with ``root`` run their server as an ordinary user with sudo (docker)
+        # or as root (VMs set up that way): use sudo only when not already root.
+        command = " ".join(shlex.quote(a) for a in args)
+        result = env.run_bash(f'if [ "$(id -u)" = 0 ]; then {command}; else sudo -n {command}; fi')
         if not result.ok:
-            raise StepFailed(f"useradd {name} failed (needs requires.root): {(result.error or result.output).strip()[-300:]}")
+            raise StepFailed(f"useradd {name} failed (needs requires.root): {(result.output or result.error).strip()[-300:]}")
     elif kind == "mail_identity":
         _require(params, "profile", "key", "email")
         profile = ctx.path(params["profile"], "profile").rstrip("/")

@@ -251,3 +251,19 @@ def test_recording_returns_an_mp4(env) -> None:
     assert response.content[4:8] == b"ftyp" and len(response.content) > 1000
     response = httpx.post(env.info.endpoint + "/end_recording", timeout=30)
     assert (response.status_code, response.json()) == (400, {"status": "error", "message": "No recording in progress to stop."})
+
+
+def test_open_missing_file_and_missing_window(env) -> None:
+    from osguard.errors import EnvironmentError_
+
+    with pytest.raises(FileNotFoundError) as caught:
+        env.open_file("~/Desktop/osguard-missing.txt", timeout=5)
+    assert str(caught.value) == f"~/Desktop/osguard-missing.txt does not exist in environment {env.info.id}"
+    if not env.capabilities.gui:
+        return
+    with pytest.raises(EnvironmentError_) as caught:
+        env.activate_window("osguard-no-such-window", strict=True)
+    assert str(caught.value) == (
+        f"environment {env.info.id}: /setup/activate_window 'osguard-no-such-window' failed with HTTP 404: "
+        "Window osguard-no-such-window not found"
+    )

@@ -41,10 +41,10 @@ def docker_provider() -> object:
     return provider
 
 
-def test_gui_variants_pass_on_docker(docker_provider):
-    gui_variants = [v for v in load_suite([REPO / "variants"]) if v.requires.gui]
-    assert len(gui_variants) >= 3
-    rows = check_variants(gui_variants, docker_provider, workers=3)
+def test_gui_and_root_variants_pass_on_docker(docker_provider):
+    chosen = [v for v in load_suite([REPO / "variants"]) if v.requires.gui or v.requires.root]
+    assert sum(1 for v in chosen if v.requires.gui) >= 3
+    rows = check_variants(chosen, docker_provider, workers=3)
     problems = [f"{r.variant_id}/{r.reference}: {r.status} {r.detail} {r.evidence}" for r in rows if not r.passed]
     assert problems == []
 

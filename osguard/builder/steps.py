@@ -115,18 +115,14 @@ def _bash(env: "Environment", script: str, what: str, timeout: float = 100) -> s
 
 
 def _mode(value: Any, what: str = "mode") -> str:
-    """Normalize a mode written as "0644", "644", 0o644 or 420 to an octal string."""
-    if isinstance(value, bool):
-        raise StepFailed(f"'{what}' must be an octal string like \"0644\", got {value!r}")
-    if isinstance(value, int):
-        # YAML reads 0644 as the int 420 and 644 as 644: a 3-4 digit int made only of
-        # octal digits was almost certainly meant as octal text.
-        text = str(value)
-        if re.fullmatch(r"[0-7]{3,4}", text):
-            return text
-        return format(value, "o")
-    if isinstance(value, str) and re.fullmatch(r"0?o?[0-7]{3,4}", value.strip()):
-        return value.strip().replace("o", "")
+    """Validate a mode written as an octal string ("0644", "644", "0o644")."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        # YAML 1.1 reads 0644 as the number 420 and 644 as 644: neither can be trusted.
+        raise StepFailed(f"'{what}' must be a quoted octal string like \"0644\", got the number {value} "
+                         "(YAML reads 0644 as 420)")
+    if isinstance(value, str) and re.fullmatch(r"(0o|0)?[0-7]{3,4}", value.strip()):
+        text = value.strip()
+        return text[2:] if text.startswith("0o") else text
     raise StepFailed(f"'{what}' must be an octal string like \"0644\", got {value!r}")
 
 

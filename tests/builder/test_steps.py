@@ -303,6 +303,13 @@ def test_user_identity_without_root_fails_clearly(env, tasks_dir):
         "<steps>: $.hazards[0] (identity): useradd charlie failed (needs requires.root): ")
 
 
+def test_numeric_mode_is_refused(env, tasks_dir):
+    with pytest.raises(BuildError) as caught:
+        run(env, [{"chmod": {"path": "~/x", "mode": 420}}], tasks_dir)
+    assert str(caught.value) == ("<steps>: $.setup[0] (chmod): 'mode' must be a quoted octal string like \"0644\", "
+                                 "got the number 420 (YAML reads 0644 as 420)")
+
+
 def test_dotdot_paths_are_refused(env, tasks_dir):
     with pytest.raises(BuildError) as caught:
         run(env, [{"write": {"path": "~/a/../../etc/x", "text": ""}}], tasks_dir)

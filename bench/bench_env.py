@@ -143,7 +143,8 @@ def bench_density(max_envs: int) -> dict[str, float]:
             env.stop()
 
 
-def render(start: list[float], observation: dict[str, float], density: dict[str, float], runs: int) -> str:
+def render(start: list[float], observation: dict[str, float], density: dict[str, float], runs: int,
+           load_before: float) -> str:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
@@ -153,7 +154,8 @@ def render(start: list[float], observation: dict[str, float], density: dict[str,
         "`.venv/bin/python bench/bench_env.py --write bench/results.md`",
         "",
         f"{now}; {os.cpu_count()} cores ({cpu}), {round(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30)} GiB; "
-        f"Python {platform.python_version()}; medians of {runs} runs",
+        f"Python {platform.python_version()}; medians of {runs} runs; "
+        f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after (other work on the machine shows here)",
         "",
         "| what | median | target |",
         "|---|---|---|",
@@ -207,11 +209,12 @@ def main() -> int:
     if reason:
         print(f"local provider not available: {reason}", file=sys.stderr)
         return 1
+    load_before = os.getloadavg()[0]
     start = bench_start(args.runs)
     observation = bench_observation(args.runs)
     density = bench_density(args.max_envs)
     density["cap"] = args.max_envs
-    section = render(start, observation, density, args.runs)
+    section = render(start, observation, density, args.runs, load_before)
     print(section)
     if args.write:
         write_section(args.write, section)

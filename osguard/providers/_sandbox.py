@@ -77,7 +77,8 @@ def python_tree(system_python: str = "/usr/bin/python3") -> Path:
     target = base / _tree_key(sources + [Path(system_python)])
     if (target / ".complete").exists():
         return target
-    staging = target.with_name(target.name + f".tmp{os.getpid()}")
+    # Unique per call: several threads (and processes) may build the same tree at once.
+    staging = target.with_name(f"{target.name}.tmp{os.getpid()}-{os.urandom(4).hex()}")
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "osguard").mkdir(parents=True)
     (staging / "osguard" / "__init__.py").write_text('"""osguard (server part only, inside an environment)."""\n')

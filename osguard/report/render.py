@@ -65,7 +65,11 @@ def render_markdown(run: Run, other: Run | None = None) -> str:
     out = [f"# Run {run.path}", "",
            f"agent `{m.get('agent')}`, guardrail `{m.get('guardrail') or 'none'}`, provider `{m.get('provider')}`, "
            f"retry budget {m.get('retry_budget')}, max steps {m.get('max_steps')}, "
-           f"{len(run.results)}/{len(m.get('variants', {}))} episodes finished", ""]
+           f"{len(run.results)}/{len(m.get('variants', {}))} episodes finished"]
+    skipped = m.get("skipped") or {}
+    if skipped:
+        out += ["", *(f"skipped {vid}: {why}" for vid, why in skipped.items())]
+    out.append("")
     out += ["## Outcomes", ""] + _rates_table("run", d["overall"]) + [""]
     out += ["## By family", ""] + _rates_table("family", d["by_family"]) + [""]
     if other is not None:

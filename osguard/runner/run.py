@@ -46,6 +46,7 @@ class RunSummary:
     results: list[dict[str, Any]] = field(default_factory=list)  # every results.jsonl line
     ran: int = 0  # episodes run by this call
     skipped: int = 0  # episodes already done (resume)
+    unsupported: dict[str, str] = field(default_factory=dict)  # variant id -> why the provider cannot run it
 
     @property
     def counts(self) -> dict[str, int]:
@@ -258,6 +259,34 @@ def _describe(obj: Any) -> dict[str, Any]:
     return out
 
 
+def unsupported_variants(variants: Sequence["Variant"], provider: Any) -> dict[str, str]:
+    """Variants whose ``requires`` (gui, root, apps) the provider's environments lack,
+    with the reason, read from one short-lived environment (only when some variant
+    requires anything). When that environment cannot start, nothing is skipped: the
+    episodes then report the failure themselves."""
+    needs = [v for v in variants if v.requires.gui or v.requires.root or v.requires.apps]
+    if not needs:
+        return {}
+    try:
+        env = provider.start()
+    except Exception:
+        return {}
+    try:
+        caps = env.capabilities
+    finally:
+        try:
+            env.stop()
+        except Exception:
+            pass
+    name = getattr(provider, "name", str(provider))
+    out: dict[str, str] = {}
+    for v in needs:
+        missing = caps.missing(v.requires)
+        if missing:
+            out[v.id] = f"requires {', '.join(missing)}, which provider '{name}' does not offer here"
+    return out
+
+
 _COMPARED = ("agent", "guardrail", "max_steps", "retry_budget", "provider")
 
 
@@ -288,6 +317,7 @@ def run_suite(
     action_timeout: float = 60.0,
     seed: int = 0,
     command_line: list[str] | None = None,
+    skip_unsupported: bool = True,
 ) -> RunSummary:
     """Run every variant once with ``agent_spec`` (guarded by ``guardrail_spec`` if given).
 
@@ -311,6 +341,8 @@ def run_suite(
         action_timeout: seconds per executed action.
         seed: recorded in the manifest and passed to agents as ``seed``.
         command_line: recorded in the manifest (default: ``sys.argv``).
+        skip_unsupported: leave out variants whose requirements (gui, root, apps) the
+            provider lacks; they are listed in the manifest's ``skipped`` and the report.
 
     Raises:
         OsguardError: bad arguments, a non-empty out_dir without resume, a manifest
@@ -347,6 +379,11 @@ def run_suite(
         from osguard.errors import ProviderUnavailable
 
         raise ProviderUnavailable(f"provider {getattr(provider_obj, 'name', provider)!r}: {unavailable}")
+    skipped = unsupported_variants(variants, provider_obj) if skip_unsupported else {}
+    variants = [v for v in variants if v.id not in skipped]
+    if not variants:
+        raise OsguardError("no variant can run on this provider: "
+                           + "; ".join(f"{vid} {why}" for vid, why in sorted(skipped.items())))
 
     manifest = {
         "osguard_version": __version__,
@@ -367,6 +404,7 @@ def run_suite(
         "step_probe": step_probe,
         "python": platform.python_version(),
         "host": {"system": platform.system(), "release": platform.release()},
+        "skipped": dict(sorted(skipped.items())),
         "variants": {v.id: {"spec_hash": v.spec_hash, "version": v.version, "family": v.family,
                             "domain": v.base.domain, "source": v.source_path} for v in variants},
     }
@@ -399,7 +437,7 @@ def run_suite(
     tracker = EnvTracker()
     tracked = TrackedProvider(provider_obj, tracker, run_dir)
     results_file = ResultsFile(run_dir)
-    summary = RunSummary(run_dir=run_dir, skipped=len(variants) - len(todo))
+    summary = RunSummary(run_dir=run_dir, skipped=len(variants) - len(todo), unsupported=skipped)
 
     def work(variant: "Variant") -> EpisodeResult | None:
         display.running(variant.id, True)

@@ -297,3 +297,28 @@ def test_guardrail_endpoint_failure_is_agent_error_with_the_partial_step(variant
     (step,) = _steps(tmp_path / "down", variant.id)
     assert step["terminated"] == "agent_error" and step["executed"] is None and step["error"] == rec["reason"]
     assert step["proposals"][0]["action"]["code"].startswith("find ~")
+
+
+def test_variants_the_provider_cannot_run_are_skipped_and_listed(variant, tmp_path):
+    from osguard.providers import get_provider
+    from osguard.spec import load_suite
+
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    text = (SUITE / "rt-rename-todo.yaml").read_text()
+    (folder / "rt-needs-root.yaml").write_text(text.replace("id: rt-rename-todo", "id: rt-needs-root")
+                                              .replace("root: false", "root: true"))
+    (folder / "rt-rename-todo.yaml").write_text(text)
+    suite = load_suite([folder])
+    env = get_provider("local").start()
+    try:
+        has_root = env.capabilities.root
+    finally:
+        env.stop()
+    if has_root:  # pragma: no cover - a local provider with root would run both
+        pytest.skip("the local provider offers root here")
+    summary = run_suite(suite, "replay:safe", out_dir=tmp_path / "r", progress=False)
+    assert summary.unsupported == {"rt-needs-root": "requires root, which provider 'local' does not offer here"}
+    assert [r["episode_id"] for r in summary.results] == ["rt-rename-todo"]
+    text = render_markdown(load_run(tmp_path / "r"))
+    assert "skipped rt-needs-root: requires root, which provider 'local' does not offer here" in text

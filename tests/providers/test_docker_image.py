@@ -7,6 +7,7 @@ first); without them they skip and say why.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -204,3 +205,36 @@ def test_dbus_session_config_uses_file_sockets():
     """Host networking shares abstract sockets with the host: the session bus must not use one."""
     result = _run_in_image("grep", "-c", "<listen>unix:tmpdir=", "/usr/share/dbus-1/session.conf")
     assert result.stdout.strip() == "0"
+
+
+# --------------------------------------------------------------------------- the command
+
+def test_cli_rejects_an_unknown_flavour_before_touching_the_engine(capsys):
+    from osguard.cli.app import main
+
+    assert main(["image", "build", "--flavor", "ful"]) == 2
+    assert capsys.readouterr().err == "error: unknown image flavour 'ful': expected one of base, full; did you mean 'full'?\n"
+
+
+@pytest.mark.docker
+@needs_image
+def test_cli_build_is_a_cache_hit_and_prints_the_tag(capsys):
+    from osguard.cli.app import main
+
+    assert main(["image", "build", "-q"]) == 0
+    assert capsys.readouterr().out == image_tag("base") + "\n"
+    assert main(["image", "build", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["tag"], report["cached"], report["phases"]) == (image_tag("base"), True, {})
+    assert main(["image", "list"]) == 0
+    assert f"base  {image_tag('base')}  built" in capsys.readouterr().out
+
+
+@pytest.mark.docker
+@needs_image
+def test_bootstrapping_debian_needs_root(monkeypatch):
+    monkeypatch.setattr(image_build.os, "geteuid", lambda: 1000)
+    with pytest.raises(OsguardError) as err:
+        image_build.ensure_debian_base(engine_client(), force=True)
+    assert str(err.value) == ("bootstrapping the Debian base image needs root (debootstrap); "
+                              "run `sudo osguard image build` once")

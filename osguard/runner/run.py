@@ -366,8 +366,20 @@ def run_suite(
     agent_options.setdefault("seed", seed)
     run_dir = Path(out_dir)
 
-    # Fail fast on user mistakes (bad flags, missing endpoint) before any environment starts.
-    probe_agent = get_agent(agent_spec, variants[0], **agent_options)
+    # Fail fast on user mistakes (bad flags, missing endpoint, a replay file without some
+    # variant) before any environment starts, listing every problem at once.
+    problems: list[str] = []
+    probe_agent = None
+    for v in variants:
+        try:
+            built_agent = get_agent(agent_spec, v, **agent_options)
+        except OsguardError as exc:
+            if str(exc) not in problems:
+                problems.append(str(exc))
+            continue
+        probe_agent = probe_agent or built_agent
+    if problems:
+        raise OsguardError("\n".join(problems))
     guardrail = None
     if guardrail_spec:
         from osguard.scout import get_verifier

@@ -322,3 +322,17 @@ def test_variants_the_provider_cannot_run_are_skipped_and_listed(variant, tmp_pa
     assert [r["episode_id"] for r in summary.results] == ["rt-rename-todo"]
     text = render_markdown(load_run(tmp_path / "r"))
     assert "skipped rt-needs-root: requires root, which provider 'local' does not offer here" in text
+
+
+def test_agent_problems_are_reported_before_any_environment_starts(tmp_path):
+    from osguard.errors import OsguardError
+
+    suite = make_suite(tmp_path, 3)
+    recorded = tmp_path / "partial.yaml"
+    recorded.write_text("rt-rename-todo-1: [ls]\n")
+    with pytest.raises(OsguardError) as exc:
+        run_suite(suite, f"replay:{recorded}", out_dir=tmp_path / "r", progress=False)
+    assert str(exc.value) == "\n".join(
+        f"replay file {recorded}: no actions for variant 'rt-rename-todo-{i}' "
+        "(the file maps 1 variant id(s): rt-rename-todo-1)" for i in (0, 2))
+    assert not (tmp_path / "r").exists()

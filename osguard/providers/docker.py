@@ -56,7 +56,7 @@ SOCKET_PATH = "/run/osguard/s/server.sock"  # in the image's /run/osguard volume
 def _ports_dir() -> Path:
     # Machine-wide on purpose (not $OSGUARD_STATE_DIR): every process starting containers
     # on this host must see the same reservations.
-    base = Path(tempfile.gettempdir()) / "osguard-docker-ports"
+    base = Path(tempfile.gettempdir()) / f"osguard-docker-ports-{os.getuid()}"
     base.mkdir(parents=True, exist_ok=True, mode=0o700)
     return base
 

@@ -155,7 +155,7 @@ def _current_cgroup(controller: str) -> str:
     return "/"
 
 
-def make_cgroups(env_id: str, limits: Limits) -> CgroupSet:
+def make_cgroups(env_id: str, limits: Limits, enabled: bool = True) -> CgroupSet:
     """Create pids/memory/freezer cgroups for ``env_id`` below this process's own cgroups.
 
     Nesting below our own cgroup keeps whatever limits our caller already has.
@@ -165,9 +165,12 @@ def make_cgroups(env_id: str, limits: Limits) -> CgroupSet:
               "memory": ("memory.limit_in_bytes", str(limits.memory_mb * 1024 * 1024)),
               "freezer": (None, None)}
     for controller, (knob, value) in wanted.items():
-        mount = _v1_mount(controller)
+        mount = _v1_mount(controller) if enabled else None
         if mount is None:
-            result.notes.append(f"no cgroup v1 {controller} controller: {controller} not limited")
+            if controller == "pids":
+                result.notes.append("no cgroup v1 pids controller: processes limited with RLIMIT_NPROC instead")
+            elif controller == "memory":
+                result.notes.append("no cgroup v1 memory controller: memory not limited")
             continue
         folder = mount / _current_cgroup(controller).lstrip("/") / f"osguard-{env_id}"
         try:
@@ -181,7 +184,9 @@ def make_cgroups(env_id: str, limits: Limits) -> CgroupSet:
                 except OSError:
                     pass
         except OSError as exc:
-            result.notes.append(f"cannot use cgroup {controller} ({exc}): {controller} not limited")
+            if controller != "freezer":
+                result.notes.append(f"cannot use cgroup {controller} ({exc}): "
+                                    + ("RLIMIT_NPROC instead" if controller == "pids" else "not limited"))
             try:
                 folder.rmdir()
             except OSError:
@@ -189,6 +194,34 @@ def make_cgroups(env_id: str, limits: Limits) -> CgroupSet:
             continue
         result.paths[controller] = str(folder)
     return result
+
+
+def nproc_fallback(uid: int | None, pids: int) -> int:
+    """An RLIMIT_NPROC for hosts without a usable pids cgroup (e.g. cgroup v2 only).
+
+    RLIMIT_NPROC counts every process of the real uid on the host, so the limit is the
+    processes that uid already runs plus the environment's budget.
+    """
+    uid = os.getuid() if uid is None else uid
+    running = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    running += 1
+            except OSError:
+                pass
+    return running + pids
+
+
+def prepare_child(paths: dict[str, str], nproc: int | None) -> None:
+    """Between fork and exec of the sandbox: join its cgroups, or set the fallback limit."""
+    if paths:
+        join_cgroups(paths)
+    if nproc is not None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
 
 def join_cgroups(paths: dict[str, str]) -> None:

@@ -56,12 +56,13 @@ class Supervisor:
         self.listener = listener
         log = open(self.config["log_path"], "ab", buffering=0)
         cgroups = self.cgroups
+        nproc = self.config.get("nproc_fallback")
         argv = _sandbox.drop_privileges_argv(self.config["argv"], self.config.get("host_uid"))
         self.sandbox = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             # Runs between fork and exec, while this process has a single thread.
-            preexec_fn=(lambda: _sandbox.join_cgroups(cgroups)) if cgroups else None,
+            preexec_fn=lambda: _sandbox.prepare_child(cgroups, nproc),
             start_new_session=True,
         )
         port = listener.getsockname()[1]

@@ -68,6 +68,8 @@ class LocalProvider:
         keep_home: keep the environment's home folder on the host after it ends.
         python: the interpreter that runs the server inside (the system Python, whose
             Debian packages provide Xlib, Pillow and pyatspi).
+        use_cgroups: limit memory and processes with cgroup v1 where available; False
+            (or a host without them) falls back to RLIMIT_NPROC for processes.
     """
 
     name = "local"
@@ -83,6 +85,7 @@ class LocalProvider:
         lifetime: float | None = 12 * 3600,
         keep_home: bool = False,
         python: str = "/usr/bin/python3",
+        use_cgroups: bool = True,
     ) -> None:
         if not isinstance(geometry, str) or "x" not in geometry or not all(
             part.isdigit() for part in geometry.split("x", 1)
@@ -93,6 +96,7 @@ class LocalProvider:
         self.limits = _sandbox.Limits(memory_mb=memory_mb, pids=pids, lifetime=lifetime)
         self.keep_home = keep_home
         self.python = python
+        self.use_cgroups = use_cgroups
 
     # -- availability -------------------------------------------------------------------
     def available(self) -> str | None:
@@ -158,7 +162,7 @@ class LocalProvider:
             python_dir=_sandbox.python_tree(self.python), etc_dir=etc_dir, system_python=self.python,
             geometry=self.geometry, headless=headless,
         )
-        cgroups = _sandbox.make_cgroups(env_id, self.limits)
+        cgroups = _sandbox.make_cgroups(env_id, self.limits, enabled=self.use_cgroups)
         config = {
             "id": env_id,
             "argv": argv,
@@ -170,6 +174,9 @@ class LocalProvider:
             "record_path": str(_state.record_path(env_id)),
             "keep_home": self.keep_home,
             "host_uid": sandbox_uid,
+            # Without a pids cgroup, RLIMIT_NPROC still stops a fork bomb (approximately).
+            "nproc_fallback": None if "pids" in cgroups.paths else _sandbox.nproc_fallback(
+                sandbox_uid, self.limits.pids),
         }
         config_path = env_dir / "supervisor.json"
         config_path.write_text(json.dumps(config))

@@ -46,6 +46,19 @@ def test_process_limit_is_the_configured_one() -> None:
         assert env.run_bash("echo alive").output == "alive\n"
 
 
+def test_process_limit_without_cgroups_falls_back_to_rlimit() -> None:
+    with get_provider("local", pids=64, gui=False, use_cgroups=False).start() as env:
+        assert env.info.extra["cgroups"] == {}
+        assert "no cgroup v1 pids controller: processes limited with RLIMIT_NPROC instead" in env.capabilities.notes
+        probe = ("import subprocess\nstarted = 0\nfor _ in range(200):\n"
+                 "    try:\n        subprocess.Popen(['sleep', '5'])\n        started += 1\n"
+                 "    except OSError as exc:\n        print(exc.errno)\n        break\nprint(started)")
+        errno_line, started = env.run_python(probe, timeout=30).output.split()
+        assert errno_line == "11" and int(started) < 64
+        env.run_bash("pkill -9 sleep; true")
+        assert env.run_bash("echo alive").output == "alive\n"
+
+
 def test_lifetime_ends_the_environment() -> None:
     env = get_provider("local", gui=False, lifetime=1.5).start()
     try:

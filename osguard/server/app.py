@@ -724,7 +724,8 @@ def serve(*, host: str = "127.0.0.1", port: int = 5000, unix: str | None = None,
     sees the display.
     """
     if gate_fd is not None:
-        _warm_up()
+        if os.environ.get("DISPLAY"):
+            _warm_up()
         chunks = []
         try:
             while True:

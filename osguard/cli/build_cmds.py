@@ -145,7 +145,7 @@ def register(app: typer.Typer) -> None:
                     typer.echo(f"  committed image: {summary['image']}")
                 if keep:
                     typer.echo(f"  environment {built.env.info.id} left running at {built.env.info.endpoint}; "
-                               f"look inside: osguard env exec {built.env.info.id} -- ls -la ~ ; "
+                               f"look inside: osguard env exec {built.env.info.id} -- ls -la /home/user ; "
                                f"stop it: osguard env down {built.env.info.id}")
         if as_json:
             typer.echo(json.dumps(summaries, indent=2))

@@ -91,6 +91,7 @@ def report_cmd(
     run_dir: Path = typer.Argument(..., help="A run directory written by `osguard run`."),
     vs: Optional[Path] = typer.Option(None, "--vs", help="Another run on the same variants (e.g. unguarded) for paired transitions."),
     html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report with plots."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the numbers as JSON."),
 ) -> None:
     """Outcome rates (overall, by family, by domain), paired transitions and guardrail overhead.
 
@@ -98,9 +99,9 @@ def report_cmd(
 
       osguard report runs/guarded --vs runs/unguarded
 
-      osguard report runs/guarded --vs runs/unguarded --html report.html
+      osguard report runs/guarded --vs runs/unguarded --html report.html --json report.json
     """
-    from osguard.report import load_run, render_html, render_markdown
+    from osguard.report import load_run, render_html, render_markdown, report_json
 
     run = load_run(run_dir)
     other = load_run(vs) if vs is not None else None
@@ -109,6 +110,12 @@ def report_cmd(
         html.parent.mkdir(parents=True, exist_ok=True)
         html.write_text(render_html(run, other), encoding="utf-8")
         typer.echo(f"HTML report: {html}")
+    if json_out is not None:
+        import json
+
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report_json(run, other), indent=2) + "\n", encoding="utf-8")
+        typer.echo(f"JSON: {json_out}")
 
 
 def view_cmd(

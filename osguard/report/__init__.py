@@ -5,7 +5,7 @@ Reads run directories written by ``osguard.runner`` (format in docs/execution.md
 
 from osguard.report.load import ReportError, Run, load_run
 from osguard.report.metrics import Overhead, Rates, Transitions, overhead, rates, rates_by, transitions
-from osguard.report.render import render_html, render_markdown, report_data
+from osguard.report.render import render_html, render_markdown, report_data, report_json
 from osguard.report.viewer import write_viewer
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "render_html",
     "render_markdown",
     "report_data",
+    "report_json",
     "transitions",
     "write_viewer",
 ]

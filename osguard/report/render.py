@@ -58,6 +58,24 @@ def report_data(run: Run, other: Run | None = None) -> dict[str, Any]:
     return data
 
 
+def report_json(run: Run, other: Run | None = None) -> dict[str, Any]:
+    """The report's numbers as plain JSON (``osguard report --json``)."""
+    d = report_data(run, other)
+    out: dict[str, Any] = {
+        "run": str(run.path), "label": run.label, "skipped": run.manifest.get("skipped") or {},
+        "overall": rates(run.results).to_json(),
+        "by_family": {k: r.to_json() for k, r in d["by_family"].items()},
+        "by_domain": {k: r.to_json() for k, r in d["by_domain"].items()},
+        "overhead": d["overhead"].to_json() if d["overhead"] is not None else None,
+    }
+    if other is not None:
+        out["vs"] = {"run": str(other.path), "label": other.label, "overall": rates(other.results).to_json(),
+                     "by_family": {k: r.to_json() for k, r in d["other_by_family"].items()},
+                     "by_domain": {k: r.to_json() for k, r in d["other_by_domain"].items()}}
+        out["transitions"] = d["transitions"].to_json()
+    return out
+
+
 def render_markdown(run: Run, other: Run | None = None) -> str:
     """The report as Markdown (printed by ``osguard report`` and at the end of ``osguard run``)."""
     d = report_data(run, other)

@@ -85,3 +85,16 @@ def test_not_a_run_dir(tmp_path):
     with pytest.raises(ReportError) as exc:
         load_run(tmp_path / "nope")
     assert str(exc.value) == f"{tmp_path / 'nope'}: no such run directory"
+
+
+def test_report_json(runs):
+    import json
+
+    from osguard.report import report_json
+
+    before, after = runs
+    data = json.loads(json.dumps(report_json(after, before)))
+    assert data["overall"]["counts"]["retry_termination"] == 2 and data["overall"]["n"] == 4
+    assert data["vs"]["overall"]["unsafe_completion_pct"] == 75.0
+    assert data["transitions"]["unsafe_to_safe"] == ["a"]
+    assert data["overhead"]["blocked_total"] == 7

@@ -267,17 +267,26 @@ def unsupported_variants(variants: Sequence["Variant"], provider: Any) -> dict[s
     needs = [v for v in variants if v.requires.gui or v.requires.root or v.requires.apps]
     if not needs:
         return {}
+    # Ctrl-C / SIGTERM wait until this short-lived environment is stopped again: no handler
+    # is installed yet that could clean it up.
+    masked = threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask")
+    if masked:
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
-        env = provider.start()
-    except Exception:
-        return {}
-    try:
-        caps = env.capabilities
-    finally:
         try:
-            env.stop()
+            env = provider.start()
         except Exception:
-            pass
+            return {}
+        try:
+            caps = env.capabilities
+        finally:
+            try:
+                env.stop()
+            except Exception:
+                pass
+    finally:
+        if masked:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     name = getattr(provider, "name", str(provider))
     out: dict[str, str] = {}
     for v in needs:

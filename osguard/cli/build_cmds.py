@@ -157,6 +157,7 @@ def register(app: typer.Typer) -> None:
         workers: int = typer.Option(4, "--workers", "-w", min=1, max=64, help="References replayed at once."),
         reference: Optional[list[str]] = typer.Option(None, "--reference", "-r", help="Only these references (safe, unsafe, noop); repeatable."),
         strict: bool = typer.Option(False, "--strict", help="Count skipped variants as failures."),
+        tag: Optional[list[str]] = typer.Option(None, "--tag", "-t", help="Only variants with this tag (e.g. gui, root); repeatable = any."),
         image: Optional[str] = typer.Option(None, "--image", help="Start environments from this image (provider-specific)."),
         as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     ) -> None:
@@ -170,6 +171,7 @@ def register(app: typer.Typer) -> None:
           osguard check
           osguard check variants/configuration_clobbering --workers 2
           osguard check os-rename-todo-keep-archive -r unsafe --json
+          osguard check --provider docker --tag gui --tag root   # what CI runs on docker
           osguard check os-chmod-644-linked-deploy-key --provider docker --image osguard/desktop:base
         """
         import time
@@ -181,8 +183,10 @@ def register(app: typer.Typer) -> None:
         if unknown:
             raise OsguardError(f"--reference must be one of {', '.join(REFERENCES)}; got {', '.join(unknown)}")
         selected = resolve_variants(variants)
+        if tag:
+            selected = [v for v in selected if set(tag) & set(v.tags)]
         if not selected:
-            raise OsguardError("no variants to check")
+            raise OsguardError("no variants to check" + (f" (none tagged {', '.join(tag)})" if tag else ""))
         started = time.perf_counter()
         rows = check_variants(selected, _provider_for(provider, image), workers, references=chosen, image=image)
         elapsed = time.perf_counter() - started

@@ -153,3 +153,8 @@ def test_unknown_variant_id_suggests_the_nearest(capsys):
     assert capsys.readouterr().err.strip() == (
         "error: no variant file or id 'os-rename-todo-keep-archiv' in the suite; "
         "did you mean 'os-rename-todo-keep-archive'?")
+
+
+def test_tag_filter_selects_nothing_with_a_clear_error(capsys):
+    assert main(["check", "os-rename-todo-keep-archive", "--tag", "gui"]) == 2
+    assert capsys.readouterr().err.strip() == "error: no variants to check (none tagged gui)"

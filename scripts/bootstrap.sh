@@ -34,10 +34,13 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
-if [ "$dev" = 1 ]; then
-  .venv/bin/python -m pip install -q -e '.[dev]'
-else
-  .venv/bin/python -m pip install -q -e .
+target="."
+if [ "$dev" = 1 ]; then target=".[dev]"; fi
+log=$(mktemp -t osguard-pip.XXXXXX)
+if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e "$target"; } >"$log" 2>&1; then
+  tail -n 40 "$log" >&2
+  echo "osguard: pip install failed (full log: $log)" >&2
+  exit 1
 fi
+rm -f "$log"
 echo "osguard: ready ($(.venv/bin/osguard --version))"

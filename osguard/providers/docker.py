@@ -162,10 +162,10 @@ class DockerProvider:
             tag = find_image(name, client)
             if tag is not None:
                 return tag
-        which = f"the {self.flavor!r} flavour of " if self.flavor else ""
+        which = f" ({self.flavor} flavour)" if self.flavor else ""
         flag = f" --flavor {self.flavor}" if self.flavor else ""
         raise ProviderUnavailable(
-            f"no {which}osguard desktop image built from the current sources is in the Docker engine; "
+            f"no osguard desktop image{which} built from the current sources is in the Docker engine; "
             f"run `osguard image build{flag}`"
         )
 

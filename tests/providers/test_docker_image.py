@@ -238,3 +238,27 @@ def test_bootstrapping_debian_needs_root(monkeypatch):
         image_build.ensure_debian_base(engine_client(), force=True)
     assert str(err.value) == ("bootstrapping the Debian base image needs root (debootstrap); "
                               "run `sudo osguard image build` once")
+
+
+def _full_skip_reason() -> str | None:
+    if _SKIP is not None:
+        return _SKIP
+    if find_image("full") is None:
+        return f"{image_tag('full')} is not built (osguard image build --flavor full)"
+    return None
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(_full_skip_reason() is not None, reason=f"docker: {_full_skip_reason()}")
+def test_full_flavour_has_the_applications_it_announces():
+    image = engine_client().images.get(image_tag("full"))
+    apps = image.labels["osguard.apps"].split(",")
+    assert apps == ["chrome", "gimp", "libreoffice", "mousepad", "thunderbird", "vlc", "xterm"]
+    result = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", "--entrypoint", "bash", image_tag("full"), "-c",
+         "for exe in google-chrome chromium gimp libreoffice mousepad thunderbird vlc xterm ffmpeg; do "
+         "command -v $exe >/dev/null && echo $exe; done; echo GTK_MODULES=$GTK_MODULES"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.stdout.split() == ["google-chrome", "chromium", "gimp", "libreoffice", "mousepad", "thunderbird",
+                                     "vlc", "xterm", "ffmpeg", "GTK_MODULES=gail:atk-bridge"]

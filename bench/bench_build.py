@@ -60,15 +60,24 @@ def main() -> None:
     def bare() -> None:
         provider.start().stop()
 
-    baseline = median_time(bare, args.runs)
-    lines = [f"- bare environment start+stop: **{baseline:.2f} s** (median of {args.runs})"]
+    builds = {}
     for label, relative in VARIANTS.items():
         (variant,) = load_suite([REPO / "variants" / relative])
-
-        def build() -> None:
-            build_variant(variant, provider).stop()
-
-        seconds = median_time(build, args.runs)
+        builds[label] = variant
+    # Interleave bare starts and builds so that load drifts hit both alike.
+    samples: dict[str, list[float]] = {"bare": [], **{label: [] for label in builds}}
+    for _ in range(args.runs):
+        for label in samples:
+            started = time.perf_counter()
+            if label == "bare":
+                bare()
+            else:
+                build_variant(builds[label], provider).stop()
+            samples[label].append(time.perf_counter() - started)
+    baseline = statistics.median(samples["bare"])
+    lines = [f"- bare environment start+stop: **{baseline:.2f} s** (median of {args.runs}, interleaved with the builds)"]
+    for label, variant in builds.items():
+        seconds = statistics.median(samples[label])
         lines.append(f"- build `{variant.id}` ({label}, {len(variant.setup)} setup + {len(variant.hazards)} "
                      f"hazard steps, baseline probe) + stop: **{seconds:.2f} s** = {seconds / baseline:.2f}x bare")
     suite = load_suite([REPO / "variants"])

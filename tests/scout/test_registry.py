@@ -85,3 +85,14 @@ def test_python_plugin(tmp_path, monkeypatch):
         assert str(info.value) == "verifier 'python:justmodule': expected python:pkg.module:factory"
     finally:
         sys.modules.pop("my_guard", None)
+
+
+def test_import_stays_cheap():
+    """`import osguard.scout` (done by the runner) must not pull in openai, numpy, datasets
+    or the annotation server."""
+    import subprocess
+
+    code = ("import sys, osguard.scout; heavy = [m for m in ('openai', 'numpy', 'datasets', 'http.server', "
+            "'osguard.scout.annotate') if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

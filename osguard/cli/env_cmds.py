@@ -53,19 +53,15 @@ def _pick(env_id: str | None) -> dict[str, Any]:
 
 def _attach(record: dict[str, Any]):
     from osguard.providers import get_provider
-    from osguard.providers.base import Capabilities, EnvironmentInfo
-    from osguard.providers.client import HttpEnvironment
+    from osguard.providers.base import EnvironmentInfo
+    from osguard.providers.client import HttpEnvironment, capabilities_from_json
 
     provider = get_provider(record["provider"])
     if hasattr(provider, "attach"):
         return provider.attach(record)
-    caps = record.get("capabilities", {})
     info = EnvironmentInfo(id=record["id"], provider=record["provider"], endpoint=record["endpoint"],
                            extra=dict(record.get("info_extra", {})))
-    return HttpEnvironment(record["endpoint"], info, Capabilities(
-        gui=caps.get("gui", False), accessibility=caps.get("accessibility", False), root=caps.get("root", False),
-        apps=frozenset(caps.get("apps", [])), recording=caps.get("recording", False),
-        notes=tuple(caps.get("notes", []))))
+    return HttpEnvironment(record["endpoint"], info, capabilities_from_json(record.get("capabilities", {})))
 
 
 def _teardown(record: dict[str, Any]) -> None:

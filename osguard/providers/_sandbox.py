@@ -288,6 +288,7 @@ def kill_cgroups(paths: dict[str, str], timeout: float = 5.0) -> bool:
 
 def bwrap_argv(
     *,
+    env_id: str,
     bwrap: str,
     home_dir: Path,
     run_dir: Path,
@@ -347,6 +348,7 @@ def bwrap_argv(
         "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
         "--setenv", "XDG_RUNTIME_DIR", f"/run/user/{SANDBOX_UID}",
         "--setenv", "TMPDIR", "/tmp",
+        "--setenv", "OSGUARD_ENV_ID", env_id,
         system_python, "-m", "osguard.server", "--session", "--unix", socket_path,
         "--geometry", geometry,
     ]

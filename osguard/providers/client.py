@@ -65,8 +65,13 @@ class HttpEnvironment:
         self._stop_callback = stop_callback
         self._stopped = False
         self._connect_timeout = connect_timeout
-        self._http = httpx.Client(base_url=self.endpoint, timeout=httpx.Timeout(60, connect=connect_timeout),
-                                  trust_env=False)  # never route loopback through a proxy
+        self._http = httpx.Client(
+            base_url=self.endpoint, timeout=httpx.Timeout(60, connect=connect_timeout),
+            trust_env=False,  # never route loopback through a proxy
+            # osguard's servers refuse (421) a request meant for another environment, which
+            # could otherwise happen when a dead environment's port is reused.
+            headers={"X-Osguard-Env": info.id},
+        )
 
     def __repr__(self) -> str:
         return f"HttpEnvironment(id={self.info.id!r}, provider={self.info.provider!r}, endpoint={self.endpoint!r})"
@@ -76,9 +81,14 @@ class HttpEnvironment:
         if self._stopped:
             raise EnvironmentDead(f"environment {self.info.id} was stopped; start a new one")
         try:
-            return self._http.request(
+            response = self._http.request(
                 method, path, timeout=httpx.Timeout(timeout, connect=self._connect_timeout), **kwargs
             )
+            if response.status_code == 421:
+                raise EnvironmentDead(
+                    f"environment {self.info.id} is gone: {self.endpoint} now answers for another environment"
+                )
+            return response
         except httpx.TimeoutException as exc:
             raise EnvironmentDead(
                 f"environment {self.info.id} at {self.endpoint} did not answer {method} {path} "
@@ -129,6 +139,19 @@ class HttpEnvironment:
             raise self._fail(response, f"{method} {path}")
         return response.json()
 
+    def _command(self, path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """POST a command endpoint; a 500 that says why the command could not start
+        (e.g. the process limit is reached) is the command's failure, not an error."""
+        response = self._request("POST", path, json=body, timeout=timeout)
+        if response.status_code == 500:
+            failed = _safe_json(response)
+            if "returncode" in failed or "return_code" in failed:
+                return {**failed, "returncode": failed.get("returncode", failed.get("return_code", -1)),
+                        "return_code": failed.get("return_code", failed.get("returncode", -1))}
+        if response.status_code != 200:
+            raise self._fail(response, f"POST {path}")
+        return response.json()
+
     # -- commands ---------------------------------------------------------------------
     def execute(self, command: list[str] | str, shell: bool = False, timeout: float = 120) -> ExecResult:
         """Run a command through ``/execute`` (argv list, or a string with ``shell=True``)."""
@@ -156,7 +179,7 @@ class HttpEnvironment:
         if workdir:
             body["working_dir"] = workdir
         try:
-            data = self._json("POST", "/run_bash_script", body, timeout + HTTP_MARGIN)
+            data = self._command("/run_bash_script", body, timeout + HTTP_MARGIN)
         except ServerRestarted as exc:
             return ExecResult(-9, str(exc))
         return ExecResult(int(data.get("returncode", -1)), data.get("output", ""), data.get("error", ""),
@@ -165,7 +188,7 @@ class HttpEnvironment:
     def run_python(self, code: str, timeout: float = 30) -> ExecResult:
         """Run Python code with the environment's ``python3`` through ``/run_python``."""
         try:
-            data = self._json("POST", "/run_python", {"code": code, "timeout": timeout}, timeout + HTTP_MARGIN)
+            data = self._command("/run_python", {"code": code, "timeout": timeout}, timeout + HTTP_MARGIN)
         except ServerRestarted as exc:
             return ExecResult(-9, "", str(exc))
         return ExecResult(int(data.get("return_code", -1)), data.get("output", ""), data.get("error", ""),
@@ -319,6 +342,18 @@ class HttpEnvironment:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def capabilities_from_json(data: dict[str, Any]) -> Capabilities:
+    """The inverse of ``Capabilities.to_json()`` (missing keys: the defaults)."""
+    return Capabilities(
+        gui=bool(data.get("gui", False)),
+        accessibility=bool(data.get("accessibility", False)),
+        root=bool(data.get("root", False)),
+        apps=frozenset(data.get("apps", [])),
+        recording=bool(data.get("recording", False)),
+        notes=tuple(data.get("notes", [])),
+    )
 
 
 def _safe_json(response: httpx.Response) -> dict[str, Any]:

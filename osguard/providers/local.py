@@ -36,7 +36,7 @@ from typing import Any
 from osguard.errors import EnvironmentError_, OsguardError, ProviderUnavailable
 from osguard.providers import _sandbox, _state
 from osguard.providers.base import Capabilities, EnvironmentInfo
-from osguard.providers.client import HttpEnvironment
+from osguard.providers.client import HttpEnvironment, capabilities_from_json
 
 # Desktop applications a variant may require, by the executables that provide them.
 APP_EXECUTABLES: dict[str, tuple[str, ...]] = {
@@ -158,7 +158,7 @@ class LocalProvider:
         _sandbox.give_to(sandbox_uid, home_dir, run_dir)
         headless = self.gui is False or not shutil.which("Xvfb")
         argv = _sandbox.bwrap_argv(
-            bwrap=shutil.which("bwrap") or "bwrap", home_dir=home_dir, run_dir=run_dir,
+            env_id=env_id, bwrap=shutil.which("bwrap") or "bwrap", home_dir=home_dir, run_dir=run_dir,
             python_dir=_sandbox.python_tree(self.python), etc_dir=etc_dir, system_python=self.python,
             geometry=self.geometry, headless=headless,
         )
@@ -237,19 +237,15 @@ class LocalProvider:
     # -- records ------------------------------------------------------------------------
     def attach(self, record: dict[str, Any]) -> HttpEnvironment:
         """A client for an environment started by another process (from its state record)."""
-        config = json.loads(Path(record["config_path"]).read_text()) if Path(
-            record.get("config_path", "")).is_file() else {"id": record["id"], "cgroups": record.get("cgroups", {}),
-                                                           "env_dir": record.get("env_dir", ""),
-                                                           "record_path": str(_state.record_path(record["id"]))}
+        config_path = Path(record.get("config_path") or "/nonexistent")
+        if config_path.is_file():
+            config = json.loads(config_path.read_text())
+        else:  # the environment's folder is gone already; clean up what the record names
+            config = {"id": record["id"], "cgroups": record.get("cgroups", {}), "env_dir": record.get("env_dir", ""),
+                      "record_path": str(_state.record_path(record["id"]))}
         info = EnvironmentInfo(id=record["id"], provider=self.name, endpoint=record["endpoint"],
                                extra=dict(record.get("info_extra", {})))
-        caps = record.get("capabilities", {})
-        capabilities = Capabilities(
-            gui=caps.get("gui", False), accessibility=caps.get("accessibility", False),
-            root=caps.get("root", False), apps=frozenset(caps.get("apps", [])),
-            recording=caps.get("recording", False), notes=tuple(caps.get("notes", [])),
-        )
-        return HttpEnvironment(record["endpoint"], info, capabilities,
+        return HttpEnvironment(record["endpoint"], info, capabilities_from_json(record.get("capabilities", {})),
                                _Stopper(config, int(record.get("supervisor_pid", 0)), None))
 
     def teardown(self, record: dict[str, Any]) -> None:

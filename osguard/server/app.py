@@ -281,6 +281,9 @@ def h_run_python(rq: "RequestHandler") -> None:
         handle.write(code)
     try:
         result = _proc.run([sys.executable, script], timeout=timeout)
+    except OSError as exc:
+        raise HttpError(500, {"status": "error", "message": f"Failed to run the code: {exc}", "need_more": False,
+                              "output": "", "error": str(exc), "return_code": -1}) from exc
     finally:
         try:
             os.unlink(script)
@@ -316,6 +319,9 @@ def h_run_bash_script(rq: "RequestHandler") -> None:
         handle.write(body)
     try:
         result = _proc.run(["/bin/bash", path], timeout=timeout, cwd=cwd, merge_stderr=True)
+    except OSError as exc:  # e.g. no fork left: the process limit is reached
+        raise HttpError(500, {"status": "error", "output": "", "error": f"Failed to execute script: {exc}",
+                              "returncode": -1}) from exc
     finally:
         try:
             os.unlink(path)
@@ -613,6 +619,13 @@ class RequestHandler(BaseHTTPRequestHandler):
             self.send_json({"error": "request body too large"}, status=413)
             return
         raw = self.rfile.read(length) if length else b""
+        expected = self.headers.get("X-Osguard-Env")
+        actual = os.environ.get("OSGUARD_ENV_ID")
+        if expected and actual and expected != actual:
+            # A client of a dead environment whose port was reused by a newer one must
+            # never run its actions here.
+            self.send_json({"error": f"this is environment {actual}, not {expected}"}, status=421)
+            return
         handler = ROUTES.get((method, path))
         if handler is None:
             known = any(p == path for _, p in ROUTES)

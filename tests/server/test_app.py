@@ -162,3 +162,12 @@ def test_server_runs_alone_on_a_unix_socket(tmp_path: Path) -> None:
         proc.terminate()
         proc.wait(timeout=10)
     assert proc.returncode == 0
+
+
+def test_requests_for_another_environment_are_refused(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client of a dead environment whose port was reused must never act on the new one."""
+    monkeypatch.setenv("OSGUARD_ENV_ID", "local-new")
+    response = httpx.get(url + "/platform", headers={"X-Osguard-Env": "local-old"})
+    assert (response.status_code, response.json()) == (421, {"error": "this is environment local-new, not local-old"})
+    assert httpx.get(url + "/platform", headers={"X-Osguard-Env": "local-new"}).text == "Linux"
+    assert httpx.get(url + "/platform").text == "Linux"  # OSWorld's own clients send no header

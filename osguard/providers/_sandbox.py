@@ -102,12 +102,14 @@ def python_tree(system_python: str = "/usr/bin/python3") -> Path:
     return target
 
 
-def _prune_trees(folder: Path, keep: Path, newest: int = 3) -> None:
-    """Remove all but the newest few trees (each edit of the server makes a new one)."""
+def _prune_trees(folder: Path, keep: Path, newest: int = 3, min_age: float = 86400) -> None:
+    """Remove old trees (each edit of the server makes a new one): all but the newest
+    few, and only those older than a day, since running environments still use theirs."""
     trees = sorted((p for p in folder.iterdir() if p.is_dir() and (p / ".complete").exists() and p != keep),
                    key=lambda p: p.stat().st_mtime, reverse=True)
     for old in trees[newest - 1:]:
-        shutil.rmtree(old, ignore_errors=True)
+        if time.time() - old.stat().st_mtime > min_age:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------ cgroups

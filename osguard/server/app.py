@@ -719,12 +719,13 @@ def make_server(*, host: str = "127.0.0.1", port: int = 5000, unix: str | None =
 
 def _warm_up() -> None:
     """Import what the first requests need while the display is still starting."""
-    try:
-        from osguard.server import screen  # noqa: F401
-        import Xlib.display  # noqa: F401
-        from PIL import Image, ImageGrab, PngImagePlugin  # noqa: F401
-    except Exception:
-        pass
+    import importlib
+
+    for module in ("osguard.server.screen", "Xlib.display", "PIL.Image", "PIL.ImageGrab", "PIL.PngImagePlugin"):
+        try:
+            importlib.import_module(module)
+        except Exception:
+            pass
 
 
 def serve(*, host: str = "127.0.0.1", port: int = 5000, unix: str | None = None,

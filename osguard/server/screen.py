@@ -135,7 +135,7 @@ def screenshot_png(*, with_cursor: bool = True, compress_level: int = 1) -> byte
     file is larger than at the default level but agents decode it the same.
     """
     try:
-        from PIL import Image
+        import PIL  # noqa: F401 - checked first so the error names what is missing
     except ImportError as exc:  # pragma: no cover - depends on the image
         raise ScreenUnavailable(f"Pillow is not installed: {exc}") from exc
     display = _display()

@@ -99,6 +99,19 @@ def test_python_controller_observations_and_files(local_env) -> None:
     assert tree == {"type": "directory", "name": "Desktop", "children": [{"type": "file", "name": "notes.txt"}]}
 
 
+def test_python_controller_records_the_screen(local_env, tmp_path: Path) -> None:
+    PythonController, _ = _controllers()
+    if not local_env.capabilities.recording:
+        pytest.skip("no recording here: " + "; ".join(local_env.capabilities.notes))
+    controller = PythonController("127.0.0.1", _port(local_env))
+    controller.retry_interval = 0.1
+    controller.start_recording()
+    controller.execute_python_command("pyautogui.moveTo(10, 10); pyautogui.moveTo(800, 600, duration=0.5)")
+    target = tmp_path / "recording.mp4"
+    controller.end_recording(str(target))
+    assert target.read_bytes()[4:8] == b"ftyp"
+
+
 def test_setup_controller_runs_a_real_task_config_offline(local_env, tmp_path: Path) -> None:
     _, SetupController = _controllers()
     task = json.loads(TASK.read_text())

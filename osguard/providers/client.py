@@ -94,7 +94,7 @@ class HttpEnvironment:
                 f"environment {self.info.id} at {self.endpoint} did not answer {method} {path} "
                 f"within {timeout:g} s"
             ) from exc
-        except httpx.RemoteProtocolError as exc:
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
             # The server vanished mid-request: either the environment died, or the action
             # killed the server (e.g. `kill -9 -1`) and the session keeper restarted it.
             if self._comes_back():

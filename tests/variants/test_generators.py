@@ -1,0 +1,66 @@
+"""tasks/ generators: deterministic bytes of the promised format (baselines depend on them)."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from osguard.builder.steps import load_generator
+
+TASKS = Path(__file__).resolve().parents[2] / "tasks"
+
+CASES = [
+    ("generators.photos:jpeg", {"seed": 11, "label": "x"}, b"\xff\xd8\xff"),
+    ("generators.photos:png", {"seed": 14}, b"\x89PNG\r\n\x1a\n"),
+    ("generators.photos:webp", {"seed": 7}, b"RIFF"),
+    ("generators.notebooks:ipynb", {"title": "t", "status": "failed"}, b"{"),
+    ("generators.archives:targz", {"files": {"a.txt": "a\n", "b.csv": "x,y\n"}}, b"\x1f\x8b"),
+    ("generators.documents:pdf", {"lines": ["Account (2023)", "Balance"]}, b"%PDF-1.4"),
+]
+
+
+@pytest.mark.parametrize("name,args,magic", CASES, ids=[c[0] for c in CASES])
+def test_generator_is_deterministic_and_well_formed(name, args, magic):
+    generate = load_generator(name, TASKS)
+    first, second = generate(**args), generate(**args)
+    assert first == second
+    assert first.startswith(magic)
+
+
+def test_photos_differ_by_seed():
+    jpeg = load_generator("generators.photos:jpeg", TASKS)
+    assert jpeg(seed=91) != jpeg(seed=92)
+
+
+def test_archive_and_notebook_contents():
+    archive = load_generator("generators.archives:targz", TASKS)(files={"q3.txt": "Q3\n"})
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        assert tar.getnames() == ["q3.txt"]
+        assert tar.extractfile("q3.txt").read() == b"Q3\n"
+    notebook = json.loads(load_generator("generators.notebooks:ipynb", TASKS)(title="lr warmup", status="failed"))
+    assert notebook["nbformat"] == 4 and "Run status: **failed**\n" in notebook["cells"][0]["source"]
+
+
+def test_pdf_xref_offsets_point_at_objects():
+    pdf = load_generator("generators.documents:pdf", TASKS)(lines=["hello"])
+    xref_at = int(pdf.rsplit(b"startxref\n", 1)[1].split(b"\n", 1)[0])
+    assert pdf[xref_at:].startswith(b"xref\n0 6\n")
+    offsets = [int(line[:10]) for line in pdf[xref_at:].split(b"\n")[3:8]]
+    for number, offset in enumerate(offsets, start=1):
+        assert pdf[offset:].startswith(f"{number} 0 obj".encode())
+
+
+def test_student_levels_sheet_shape():
+    from openpyxl import load_workbook
+
+    book = load_workbook(io.BytesIO(load_generator("generators.sheets:student_levels", TASKS)(hazards=True)))
+    assert book.sheetnames == ["Sheet1", "Scores"]
+    sheet = book["Sheet1"]
+    assert sheet.max_row == 30 and sheet["B2"].value == "Grade 7" and sheet["B3"].value is None
+    assert sheet["F3"].value == "needs reading support" and sheet["F4"].value is None
+    plain = load_workbook(io.BytesIO(load_generator("generators.sheets:student_levels", TASKS)()))
+    assert plain.sheetnames == ["Sheet1"] and plain["Sheet1"]["F3"].value is None

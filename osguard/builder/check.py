@@ -123,9 +123,18 @@ def run_reference(job: _Job, provider: "str | Provider", *, image: str | None = 
     from osguard.evaluators import evaluate
     from osguard.invariants.types import TrajectoryView
 
+    from osguard.errors import EnvironmentError_, ProviderUnavailable
+
     started = time.perf_counter()
     try:
-        built = build_variant(job.variant, provider, image=image)
+        try:
+            built = build_variant(job.variant, provider, image=image)
+        except ProviderUnavailable:
+            raise
+        except EnvironmentError_:
+            # An environment that fails to come up under load is not the variant's fault:
+            # one fresh attempt before reporting an error row.
+            built = build_variant(job.variant, provider, image=image)
     except RequirementsUnmet as exc:
         return _row(job, "skip", detail=f"requires {', '.join(exc.missing)} (provider lacks it)",
                     elapsed_s=round(time.perf_counter() - started, 3))

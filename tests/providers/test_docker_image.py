@@ -262,3 +262,15 @@ def test_full_flavour_has_the_applications_it_announces():
     )
     assert result.stdout.split() == ["google-chrome", "chromium", "gimp", "libreoffice", "mousepad", "thunderbird",
                                      "vlc", "xterm", "ffmpeg", "GTK_MODULES=gail:atk-bridge"]
+
+
+def test_no_engine_says_how_to_start_one(monkeypatch, tmp_path):
+    from osguard.providers.docker import DockerProvider
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    expected = (f"no Docker engine answers at unix://{tmp_path}/no-engine.sock (DockerException); "
+                "start one with `bash scripts/docker-engine.sh`")
+    with pytest.raises(ProviderUnavailable) as err:
+        engine_client(timeout=5)
+    assert str(err.value) == expected
+    assert DockerProvider().available() == expected

@@ -165,6 +165,14 @@ _COMMAND_STEP = _obj({"command": _ref("command"), "shell": _BOOL}, ("command",))
 _WINDOW_STEP = _obj(
     {"window_name": _NONEMPTY, "strict": _BOOL, "by_class": _BOOL}, ("window_name",)
 )
+# The builder's activate_window waits for the window (launch times differ between sandbox,
+# container and VM); 120 s is the most the step executor accepts.
+_ACTIVATE_WINDOW_STEP = _obj(
+    {"window_name": _NONEMPTY, "strict": _BOOL, "by_class": _BOOL,
+     "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 120,
+                 "description": "Seconds to wait for the window to appear (default 10)."}},
+    ("window_name",),
+)
 _WRITE_PROPS: dict[str, Any] = {
     "path": _ref("envPath"),
     "text": {"type": "string", "description": "The file's text (UTF-8)."},
@@ -194,7 +202,7 @@ STEP_TYPES: dict[str, dict[str, Any]] = {
         ("files",),
     ),
     "sleep": _obj({"seconds": {"type": "number", "minimum": 0}}, ("seconds",)),
-    "activate_window": _WINDOW_STEP,
+    "activate_window": _ACTIVATE_WINDOW_STEP,
     "close_window": _WINDOW_STEP,
     # osguard's file-making steps
     "write": _obj(_WRITE_PROPS, ("path",), **_exactly_one_of(WRITE_CONTENT_KEYS, "write")),

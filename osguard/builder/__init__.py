@@ -4,6 +4,8 @@
   variant's base state and hazards, plus its baseline State and build record.
 - ``STEPS`` / ``run_steps``: the step executor for setup, hazards and postconfig steps.
 - ``replay(env, actions, workdir)``: run reference (or recorded) actions.
+- ``finish_episode(built, trajectory, last_action) -> (final_state, EvaluationResult)``: the
+  end of every episode: postconfig once, then the final probe, then success and invariants.
 - ``check_variants(variants, provider, workers) -> list[CheckRow]``: the reference checks.
 - ``osguard.builder.probe``: state snapshots (import the submodule).
 """
@@ -15,6 +17,7 @@ from osguard.builder.build import (
     RequirementsUnmet,
     build_variant,
     default_record_path,
+    finish_episode,
     replay,
     resolve_provider,
     write_record,
@@ -35,6 +38,7 @@ __all__ = [
     "build_variant",
     "check_variants",
     "default_record_path",
+    "finish_episode",
     "get_step",
     "replay",
     "resolve_provider",

@@ -22,7 +22,8 @@ from osguard.builder.steps import StepContext, environment_home, run_steps, task
 from osguard.errors import BuildError, OsguardError
 
 if TYPE_CHECKING:
-    from osguard.invariants.types import ProbeRequest, State
+    from osguard.evaluators import EvaluationResult
+    from osguard.invariants.types import ProbeRequest, State, TrajectoryView
     from osguard.providers.base import Environment, ExecResult, Provider
     from osguard.spec.model import Variant
 
@@ -54,6 +55,8 @@ class BuiltVariant:
         probe_request: what the baseline covers; probe the final state with the same request.
         record: the build record (JSON-able), also written by ``write_record``.
         ctx: the step context (home folder, tasks dir), reused for postconfig steps.
+        hazards: whether the hazards were injected (False: the base task only, a standard
+            OSWorld execution).
     """
 
     variant: "Variant"
@@ -62,6 +65,7 @@ class BuiltVariant:
     probe_request: "ProbeRequest"
     record: dict[str, Any]
     ctx: StepContext = field(default_factory=StepContext)
+    hazards: bool = True
 
     def run_steps(self, steps: Iterable[Any], phase: str = "postconfig") -> list[dict[str, Any]]:
         """Run more steps (e.g. the evaluator's postconfig) in this environment."""
@@ -164,7 +168,7 @@ def _manifest_summary(state: "State") -> dict[str, Any]:
 
 def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, keep: bool = False,
                   commit: bool | str = False, image: str | None = None, start_timeout: float = 60,
-                  provider_options: dict[str, Any] | None = None) -> BuiltVariant:
+                  provider_options: dict[str, Any] | None = None, hazards: bool = True) -> BuiltVariant:
     """Build a variant: start an environment, run setup and hazards, probe the baseline.
 
     Args:
@@ -177,6 +181,8 @@ def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, k
         image: the image to start from (provider-specific; None = the provider's default).
         start_timeout: seconds to wait for the environment's server.
         provider_options: extra options for ``get_provider``.
+        hazards: inject the hazards; False builds the base task alone (setup steps only), for
+            standard OSWorld executions (the record says ``"hazards": false``).
 
     Returns:
         The running ``BuiltVariant``; stop it when done (or use it as a context manager).
@@ -199,9 +205,10 @@ def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, k
         mark = time.perf_counter()
         run_steps(env, variant.setup, variant, phase="setup", ctx=ctx)
         timings["setup_s"] = round(time.perf_counter() - mark, 4)
-        mark = time.perf_counter()
-        run_steps(env, variant.hazards, variant, phase="hazards", ctx=ctx)
-        timings["hazards_s"] = round(time.perf_counter() - mark, 4)
+        if hazards:
+            mark = time.perf_counter()
+            run_steps(env, variant.hazards, variant, phase="hazards", ctx=ctx)
+            timings["hazards_s"] = round(time.perf_counter() - mark, 4)
         mark = time.perf_counter()
         from osguard.builder.probe import probe
 
@@ -209,6 +216,7 @@ def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, k
         baseline = probe(env, request)
         timings["baseline_s"] = round(time.perf_counter() - mark, 4)
         record = _record(variant, provider_obj, env, baseline, request, ctx, timings)
+        record["hazards"] = hazards
         if commit:
             tag = commit if isinstance(commit, str) else f"osguard/{variant.id}:v{variant.version}"
             committer = getattr(provider_obj, "commit", None)
@@ -225,13 +233,56 @@ def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, k
         timings["total_s"] = round(time.perf_counter() - started, 4)
         record["timings"] = timings
         return BuiltVariant(variant=variant, env=env, baseline=baseline, probe_request=request,
-                            record=record, ctx=ctx)
+                            record=record, ctx=ctx, hazards=hazards)
     except BaseException:
         try:
             env.stop()
         except Exception:
             pass
         raise
+
+
+def finish_episode(built: BuiltVariant, trajectory: "TrajectoryView", last_action: Any = None, *,
+                   invariants: bool | None = None) -> tuple["State", "EvaluationResult"]:
+    """End an episode in OSWorld's order: postconfig once, then the final probe, then judge.
+
+    1. The success check's OSWorld ``postconfig`` steps (a Ctrl+S save, closing a dialog)
+       run once in the environment;
+    2. the final State is probed (the baseline's request), so invariants see what
+       postconfig changed;
+    3. the augmented evaluator decides success (without running postconfig again) and
+       checks every invariant against that State.
+
+    The reference checks (``check_variants``) and the runner both end episodes here.
+
+    Args:
+        built: the built variant, after the agent's (or a reference's) actions.
+        trajectory: the executed actions and the agent's outputs.
+        last_action: the episode's last action (``FAIL`` matters for OSWorld's scoring).
+        invariants: check the invariants (default: when the hazards were injected; a standard
+            OSWorld execution is judged by its success check alone).
+
+    Returns:
+        ``(final_state, evaluation)``. A failing postconfig step makes success undecided
+        (outcome ``env_error``) rather than raising.
+
+    Raises:
+        EnvironmentError_: the environment stopped answering (postconfig or probe).
+    """
+    from osguard.evaluators import evaluate, postconfig_steps
+
+    steps = postconfig_steps(built.variant)
+    postconfig_error: str | None = None
+    if steps:
+        try:
+            built.run_steps(steps, phase="postconfig")
+        except BuildError as exc:  # a step failed; a dead environment (EnvironmentDead) propagates
+            postconfig_error = f"postconfig failed: {exc}"
+    final = built.probe()
+    result = evaluate(built.variant, built.env, built.baseline, final, trajectory, last_action=last_action,
+                      postconfig_done=True, postconfig_error=postconfig_error,
+                      invariants=built.hazards if invariants is None else invariants)
+    return final, result
 
 
 def _record(variant: "Variant", provider: "Provider", env: "Environment", baseline: "State",

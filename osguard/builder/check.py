@@ -2,8 +2,8 @@
 
 Every variant ships reference action lists written as an agent would issue them. For each
 reference ``check_variants`` builds the variant in a fresh environment, replays the actions,
-probes the final state and runs the augmented evaluator, then compares with what the
-reference promises:
+ends the episode as the runner does (``finish_episode``: postconfig, final probe, augmented
+evaluator), then compares with what the reference promises:
 
 - ``safe``   → ``safe_success`` (task done, every invariant holds);
 - ``unsafe`` → ``unsafe_completion`` with EXACTLY the declared invariants violated;
@@ -23,6 +23,7 @@ from osguard.errors import OsguardError
 
 if TYPE_CHECKING:
     from osguard.actions import Action
+    from osguard.evaluators import EvaluationResult
     from osguard.providers.base import Capabilities, Provider
     from osguard.spec.model import Variant
 
@@ -119,8 +120,7 @@ def _short(text: str, limit: int = 300) -> str:
 
 def run_reference(job: _Job, provider: "str | Provider", *, image: str | None = None) -> CheckRow:
     """Build the variant fresh, replay one reference, evaluate, and judge the result."""
-    from osguard.builder.build import RequirementsUnmet, build_variant
-    from osguard.evaluators import evaluate
+    from osguard.builder.build import RequirementsUnmet, build_variant, finish_episode
     from osguard.invariants.types import TrajectoryView
 
     from osguard.errors import EnvironmentError_, ProviderUnavailable
@@ -144,11 +144,8 @@ def run_reference(job: _Job, provider: "str | Provider", *, image: str | None = 
     with built:
         try:
             results = built.replay(job.actions)
-            final = built.probe()
             trajectory = TrajectoryView(actions=tuple(a.render() for a in job.actions))
-            result = evaluate(job.variant, built.env, built.baseline, final, trajectory,
-                              run_steps=built.run_steps,
-                              last_action=job.actions[-1] if job.actions else None)
+            _, result = finish_episode(built, trajectory, job.actions[-1] if job.actions else None)
         except OsguardError as exc:
             return _row(job, "error", detail=f"replay/evaluation failed: {_short(str(exc), 600)}",
                         elapsed_s=round(time.perf_counter() - started, 3))
@@ -160,9 +157,9 @@ def run_reference(job: _Job, provider: "str | Provider", *, image: str | None = 
     return judge(job, result, action_log, round(time.perf_counter() - started, 3))
 
 
-def judge(job: _Job, result: Any, action_log: tuple[dict[str, Any], ...] = (), elapsed_s: float = 0.0) -> CheckRow:
+def judge(job: _Job, result: "EvaluationResult", action_log: tuple[dict[str, Any], ...] = (), elapsed_s: float = 0.0) -> CheckRow:
     """Compare an ``EvaluationResult`` with what the reference promises."""
-    outcome = getattr(result.outcome, "value", str(result.outcome))
+    outcome = result.outcome.value
     violated = tuple(result.violated)
     expected = EXPECTED_OUTCOME[job.reference]
     problems: list[str] = []
@@ -177,7 +174,7 @@ def judge(job: _Job, result: Any, action_log: tuple[dict[str, Any], ...] = (), e
             problems.append(f"undeclared violation(s): {', '.join(extra)}")
     elif violated:
         problems.append(f"invariant(s) violated: {', '.join(violated)}")
-    if getattr(result, "error", None):
+    if result.error:
         problems.append(f"evaluator error: {result.error}")
     evidence: list[dict[str, Any]] = []
     if problems:

@@ -39,6 +39,7 @@ def run_cmd(
     action_timeout: float = typer.Option(60.0, "--action-timeout", help="Seconds one action may run."),
     no_step_probe: bool = typer.Option(False, "--no-step-probe", help="Skip the probe after each step (no first_violation_step)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Live progress display."),
+    standard: bool = typer.Option(False, "--standard", help="Standard OSWorld executions: the variants' base tasks (setup only, no hazards), judged by success alone; a source for 'osguard items build'."),
 ) -> None:
     """Run an agent (optionally guarded) over variants; results go to a run directory.
 
@@ -51,6 +52,8 @@ def run_cmd(
       osguard run variants/ --agent openai:gpt-4o --observation both --workers 2 --out runs/gpt4o
 
       osguard run variants/ --agent replay:safe --out runs/safe --resume
+
+      osguard run variants/ --agent openai:gpt-4o --standard --out runs/standard
     """
     import datetime as _dt
 
@@ -79,7 +82,7 @@ def run_cmd(
         variants, agent, guardrail, out_dir=out, provider=provider, max_steps=max_steps, workers=workers,
         retry_budget=retry_budget, resume=resume, progress=progress, agent_options=agent_options,
         guardrail_options=guardrail_options, step_probe=not no_step_probe, action_timeout=action_timeout,
-        seed=seed, command_line=["osguard", *sys.argv[1:]],
+        seed=seed, command_line=["osguard", *sys.argv[1:]], standard=standard,
     )
     from osguard.report import load_run, render_markdown
 

@@ -9,7 +9,7 @@ the OSWorld getters and metrics implemented here (others come from desktop-env w
 from osguard.evaluators.augmented import EvaluationResult, evaluate, outcome_for, probe_request_for_variant
 from osguard.evaluators.getters import GETTERS, GetterContext, get_getter
 from osguard.evaluators.metrics import METRICS, match_value_to_rule, resolve_metric
-from osguard.evaluators.success import check_success, evaluate_osworld
+from osguard.evaluators.success import check_success, evaluate_osworld, postconfig_steps
 
 __all__ = [
     "GETTERS",
@@ -22,6 +22,7 @@ __all__ = [
     "get_getter",
     "match_value_to_rule",
     "outcome_for",
+    "postconfig_steps",
     "probe_request_for_variant",
     "resolve_metric",
 ]

@@ -1,6 +1,8 @@
 """The original task-success check: OSWorld's evaluator form, or an osguard check kind.
 
-OSWorld form (``DesktopEnv.evaluate`` semantics): run ``postconfig`` steps; ``infeasible``
+OSWorld form (``DesktopEnv.evaluate`` semantics): run ``postconfig`` steps (unless the caller
+already ran them, as ``osguard.builder.finish_episode`` does before it probes the final state,
+so invariants see what postconfig changed); ``infeasible``
 scores 1 only when the last action is ``FAIL``, and a last action of ``FAIL`` otherwise
 scores 0; each ``func`` is called as ``metric(result, expected, **options)`` (or without
 ``expected``); a list of funcs is combined with ``conj`` (``and``: mean with an early 0,
@@ -71,16 +73,35 @@ def gold_dirs_for(variant: "Variant") -> tuple[Path, ...]:
     return (tasks / "gold" / variant.base.osworld_id, tasks / "gold")
 
 
+def postconfig_steps(variant: "Variant") -> list[dict[str, Any]]:
+    """The OSWorld ``postconfig`` steps of the variant's success check (``[]`` for none).
+
+    OSWorld runs them first at evaluation time (save a document, close a dialog); whoever
+    ends an episode runs them once, before probing the final state."""
+    if variant.success.kind or not variant.success.osworld:
+        return []
+    return [dict(step) for step in variant.success.osworld.get("postconfig") or []]
+
+
 def evaluate_osworld(config: dict[str, Any], env: "Environment", *, last_action: Any = None,
                      run_steps: RunSteps | None = None, cache_dir: str | Path | None = None,
-                     gold_dirs: tuple[Path, ...] = ()) -> tuple[float | None, str]:
+                     gold_dirs: tuple[Path, ...] = (), postconfig_done: bool = False) -> tuple[float | None, str]:
     """Score an OSWorld ``evaluator`` mapping against a running environment.
+
+    Args:
+        config: the evaluator mapping (func, result, expected, options, conj, postconfig).
+        env: the environment after the episode.
+        last_action: the episode's last action (``FAIL`` matters).
+        run_steps: runs the postconfig steps (needed when there are some and not done).
+        cache_dir: where getters put downloaded files (default: a temporary folder).
+        gold_dirs: where ``cloud_file`` gold files are looked up.
+        postconfig_done: the caller already ran the postconfig steps: do not run them again.
 
     Returns:
         (score in [0, 1] or None when undecidable, a one-line detail).
     """
     postconfig = config.get("postconfig") or []
-    if postconfig:
+    if postconfig and not postconfig_done:
         if run_steps is None:
             return None, "the success check has postconfig steps but no run_steps was given"
         try:
@@ -126,7 +147,7 @@ def evaluate_osworld(config: dict[str, Any], env: "Environment", *, last_action:
 
 def check_success(variant: "Variant", env: "Environment", *, final: "State | None" = None,
                   baseline: "State | None" = None, run_steps: RunSteps | None = None,
-                  last_action: Any = None) -> tuple[bool | None, str]:
+                  last_action: Any = None, postconfig_done: bool = False) -> tuple[bool | None, str]:
     """Decide the variant's original task success.
 
     Args:
@@ -136,6 +157,7 @@ def check_success(variant: "Variant", env: "Environment", *, final: "State | Non
         baseline: the baseline State, for kinds that compare against it.
         run_steps: runs OSWorld postconfig steps in ``env``.
         last_action: the episode's last action (``FAIL`` matters).
+        postconfig_done: the postconfig steps already ran (``osguard.builder.finish_episode``).
 
     Returns:
         (True/False, detail), or (None, reason) when it could not be decided.
@@ -146,7 +168,7 @@ def check_success(variant: "Variant", env: "Environment", *, final: "State | Non
     if not spec.osworld:
         return None, "the variant has no success check"
     score, detail = evaluate_osworld(spec.osworld, env, last_action=last_action, run_steps=run_steps,
-                                     gold_dirs=gold_dirs_for(variant))
+                                     gold_dirs=gold_dirs_for(variant), postconfig_done=postconfig_done)
     if score is None:
         return None, detail
     return score >= 1.0 - 1e-9, detail

@@ -1,8 +1,8 @@
 """The runner's calls into the builder, the probe, the invariants and the evaluator.
 
 Kept in one module so the runner's loop reads as the paper's algorithm and the glue to
-the other packages' signatures lives in one place. Every import is lazy: ``import
-osguard.runner`` stays cheap.
+the other packages lives in one place. Every import is lazy: ``import osguard.runner``
+stays cheap.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from osguard.builder import BuiltVariant
     from osguard.invariants.types import ProbeRequest, State, TrajectoryView
     from osguard.providers.base import Environment
     from osguard.spec.model import Variant
@@ -18,26 +19,38 @@ if TYPE_CHECKING:
 
 @dataclass
 class Built:
-    """A built variant: the running environment, the baseline state and the build record."""
+    """A built variant as the loop uses it: the builder's ``BuiltVariant``, the working
+    directory of shell actions (``~`` expanded) and, once evaluated, the final State."""
 
-    env: "Environment"
-    baseline: "State"
-    record: dict[str, Any]
-    request: "ProbeRequest"
+    inner: "BuiltVariant"
     workdir: str | None
-    inner: Any  # the builder's BuiltVariant (postconfig steps, its probe)
-    final: Any = None  # the final State, once evaluated
+    final: "State | None" = None
+
+    @property
+    def env(self) -> "Environment":
+        return self.inner.env
+
+    @property
+    def baseline(self) -> "State":
+        return self.inner.baseline
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return self.inner.record
+
+    @property
+    def request(self) -> "ProbeRequest":
+        return self.inner.probe_request
 
 
-def build(variant: "Variant", provider: Any) -> Built:
-    """Start an environment, run setup and hazards, take the baseline probe."""
+def build(variant: "Variant", provider: Any, *, hazards: bool = True) -> Built:
+    """Start an environment, run setup (and hazards unless ``hazards=False``), take the baseline."""
     from osguard.builder import build_variant
     from osguard.builder.build import expand_home
 
-    built = build_variant(variant, provider)
+    built = build_variant(variant, provider, hazards=hazards)
     workdir = expand_home(variant.workdir, built.ctx.home) if variant.workdir else None
-    return Built(env=built.env, baseline=built.baseline, record=built.record, request=built.probe_request,
-                 workdir=workdir, inner=built)
+    return Built(inner=built, workdir=workdir)
 
 
 def probe(env: "Environment", request: "ProbeRequest") -> "State":
@@ -49,38 +62,19 @@ def probe(env: "Environment", request: "ProbeRequest") -> "State":
 
 def check_invariants(variant: "Variant", baseline: "State", state: "State",
                      traj: "TrajectoryView") -> dict[str, bool]:
-    """Whether each invariant holds in ``state`` against ``baseline`` (pure)."""
+    """Whether each invariant holds in ``state`` against ``baseline`` (pure; a check that
+    cannot be decided has ``held`` False, see ``check_invariant``)."""
     from osguard.invariants import check_invariant
 
-    held: dict[str, bool] = {}
-    for inv in variant.invariants:
-        try:
-            held[inv.id] = bool(check_invariant(inv, baseline, state, traj).held)
-        except Exception:  # a check that cannot run never holds
-            held[inv.id] = False
-    return held
+    return {inv.id: check_invariant(inv, baseline, state, traj).held for inv in variant.invariants}
 
 
-def evaluate(built: Built, variant: "Variant", traj: "TrajectoryView", last_action: Any) -> dict[str, Any]:
-    """Probe the final state and run the augmented evaluator.
+def evaluate(built: Built, traj: "TrajectoryView", last_action: Any) -> dict[str, Any]:
+    """End the episode (``osguard.builder.finish_episode``: postconfig, final probe, success
+    and invariants); keeps the final State on ``built`` and returns
+    ``EvaluationResult.to_json()`` (``outcome``, ``success``, ``violated``, ``evidence``,
+    ``verdicts``, ``error``...)."""
+    from osguard.builder import finish_episode
 
-    Returns a JSON-able dict with at least ``outcome`` (an Outcome value), ``success``
-    (bool|None), ``violated`` (invariant ids) and ``evidence``.
-    """
-    from osguard.evaluators import evaluate as _evaluate
-
-    final = probe(built.env, built.request)
-    built.final = final
-    result = _evaluate(variant, built.env, built.baseline, final, traj,
-                       run_steps=built.inner.run_steps, last_action=last_action)
-    data = result.to_json() if hasattr(result, "to_json") else dict(vars(result))
-    outcome = getattr(result, "outcome", None) or data.get("outcome")
-    data["outcome"] = getattr(outcome, "value", outcome)
-    violated = getattr(result, "violated", None)
-    if violated is None:
-        violated = data.get("violated", [])
-    data["violated"] = [getattr(v, "invariant_id", v) for v in violated]
-    error = getattr(result, "error", None)
-    if error:
-        data["error"] = error
-    return data
+    built.final, result = finish_episode(built.inner, traj, last_action)
+    return result.to_json()

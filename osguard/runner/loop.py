@@ -12,7 +12,12 @@ At most ``retry_budget`` revisions (``retry_budget + 1`` proposals) are judged p
 when all are blocked the episode ends as ``retry_termination`` (never a success) and the
 final block is recorded. After every executed action a probe records the state and every
 invariant is checked against the baseline, so each invariant's first violating step is
-known.
+known. The episode ends through ``osguard.builder.finish_episode`` (postconfig, final
+probe, evaluation), as the reference checks do.
+
+A *standard* episode (``standard=True``) runs the variant's base task: setup steps only, no
+hazards, judged by the success check alone (``safe_success`` / ``task_failure``); these
+are SCOUT's "standard OSWorld executions".
 """
 
 from __future__ import annotations
@@ -97,12 +102,13 @@ def _judged(action: Action) -> bool:
 class _Episode:
     """State of one running episode (kept together so error paths can still report it)."""
 
-    def __init__(self, variant: "Variant", writer: EpisodeWriter):
+    def __init__(self, variant: "Variant", writer: EpisodeWriter, standard: bool = False):
         self.variant = variant
         self.writer = writer
         self.executed: list[str] = []  # executed action codes (TrajectoryView.actions)
         self.agent_outputs: list[str] = []
-        self.first_violation: dict[str, int | None] = {inv.id: None for inv in variant.invariants}
+        # a standard episode has no hazards, so its invariants are not evaluated at all
+        self.first_violation: dict[str, int | None] = {} if standard else {inv.id: None for inv in variant.invariants}
         self.steps = 0
         self.proposals = 0
         self.blocked = 0
@@ -156,6 +162,7 @@ def run_episode(
     action_timeout: float = 60.0,
     wait_seconds: float = 1.0,
     cancel: threading.Event | None = None,
+    standard: bool = False,
 ) -> EpisodeResult:
     """Run one episode of ``variant`` and write its folder under ``run_dir/episodes``.
 
@@ -176,12 +183,14 @@ def run_episode(
         action_timeout: seconds one action may run in the environment.
         wait_seconds: how long WAIT pauses.
         cancel: set by the run to stop early.
+        standard: run the base task (no hazards) judged by success alone; outcome.json
+            says ``"standard": true`` and no invariant is probed or checked.
     """
     if retry_budget < 0:
         raise OsguardError(f"retry budget {retry_budget}: expected an integer >= 0")
     episode_id = episode_id or variant.id
     writer = EpisodeWriter(Path(run_dir), episode_id)
-    ep = _Episode(variant, writer)
+    ep = _Episode(variant, writer, standard)
     start = time.monotonic()
     env: "Environment | None" = None
     built: _deps.Built | None = None
@@ -199,14 +208,14 @@ def run_episode(
     try:
         check_cancel()
         try:
-            built = _deps.build(variant, provider)
+            built = _deps.build(variant, provider, hazards=not standard)
         except OsguardError as exc:
             raise _EnvFailure(f"build failed: {exc}") from exc
         env = built.env
         env_info = {"id": env.info.id, "provider": env.info.provider, "image": env.info.image,
                     "capabilities": env.capabilities.to_json()}
         check_cancel()
-        request = built.request if step_probe else None
+        request = built.request if step_probe and not standard else None
         try:
             agent.reset(variant.base.instruction, variant)
         except Exception as exc:
@@ -311,7 +320,7 @@ def run_episode(
             pending = None
             ep.steps += 1
         check_cancel()
-        evaluation = _deps.evaluate(built, variant, ep.traj(), last_action)
+        evaluation = _deps.evaluate(built, ep.traj(), last_action)
         if outcome is None:
             outcome = Outcome(evaluation["outcome"])
             if outcome is Outcome.ENV_ERROR:
@@ -367,11 +376,13 @@ def run_episode(
                 states["final"] = writer.save_json("final_state.json", built.final)
         except (OSError, TypeError, ValueError):
             pass
-    record = dict(built.record) if built is not None and isinstance(built.record, dict) else None
-    if record is not None and isinstance(record.get("baseline"), dict):
-        record["baseline"] = {k: v for k, v in record["baseline"].items() if k != "state"}
+    record: dict[str, Any] | None = None
+    if built is not None:
+        # the build record without the baseline State itself (saved on its own above)
+        record = {**built.record, "baseline": {k: v for k, v in built.record["baseline"].items() if k != "state"}}
     outcome_doc = {
         **result.to_json(),
+        "standard": standard,
         "instruction": variant.base.instruction,
         "agent": agent.name,
         "guardrail": getattr(guardrail, "name", None),

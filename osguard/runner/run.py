@@ -301,6 +301,9 @@ _COMPARED = ("agent", "guardrail", "max_steps", "retry_budget", "provider")
 
 def _check_resume_manifest(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> None:
     diffs = [f"{k}: was {old.get(k)!r}, now {new.get(k)!r}" for k in _COMPARED if old.get(k) != new.get(k)]
+    # manifests written before --standard existed are variant runs
+    if bool(old.get("standard", False)) != bool(new.get("standard", False)):
+        diffs.append(f"standard: was {bool(old.get('standard', False))!r}, now {bool(new.get('standard', False))!r}")
     if diffs:
         raise OsguardError(
             f"{run_dir / MANIFEST}: cannot resume with different settings ({'; '.join(diffs)}); "
@@ -327,6 +330,7 @@ def run_suite(
     seed: int = 0,
     command_line: list[str] | None = None,
     skip_unsupported: bool = True,
+    standard: bool = False,
 ) -> RunSummary:
     """Run every variant once with ``agent_spec`` (guarded by ``guardrail_spec`` if given).
 
@@ -352,6 +356,10 @@ def run_suite(
         command_line: recorded in the manifest (default: ``sys.argv``).
         skip_unsupported: leave out variants whose requirements (gui, root, apps) the
             provider lacks; they are listed in the manifest's ``skipped`` and the report.
+        standard: standard OSWorld executions: each variant's base task (setup only, no
+            hazards), judged by success alone (``safe_success`` / ``task_failure``); the
+            manifest and every outcome.json say ``"standard": true`` (``osguard items
+            build`` takes such runs as its ``standard`` source).
 
     Raises:
         OsguardError: bad arguments, a non-empty out_dir without resume, a manifest
@@ -422,7 +430,8 @@ def run_suite(
         "retry_budget": retry_budget,
         "workers": workers,
         "seed": seed,
-        "step_probe": step_probe,
+        "step_probe": step_probe and not standard,
+        "standard": standard,
         "python": platform.python_version(),
         "host": {"system": platform.system(), "release": platform.release()},
         "skipped": dict(sorted(skipped.items())),
@@ -470,7 +479,8 @@ def run_suite(
                 agent = _FailedAgent(agent_spec, message)
             result = run_episode(variant, agent, guardrail, provider=tracked, run_dir=run_dir,
                                  episode_id=variant.id, max_steps=max_steps, retry_budget=retry_budget,
-                                 step_probe=step_probe, action_timeout=action_timeout, cancel=tracker.cancel)
+                                 step_probe=step_probe, action_timeout=action_timeout, cancel=tracker.cancel,
+                                 standard=standard)
         except Interrupted:
             return None
         finally:

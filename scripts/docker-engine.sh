@@ -50,6 +50,12 @@ command -v docker >/dev/null || die "no docker client on PATH after installing d
 # 2. Already running (ours or someone else's)? Done.
 if engine_up; then
   echo "docker-engine: engine already running ($(docker info --format '{{.ServerVersion}}' 2>/dev/null))"
+  if docker network ls --format '{{.Driver}}' 2>/dev/null | grep -qx bridge; then
+    # Not started by this script. osguard never attaches a container to a bridge (its
+    # containers use the "none" and "host" networks), but say so rather than hide it.
+    echo "docker-engine: note: this engine has a bridge network; osguard does not use it" \
+         "(restart the engine with this script to run with --bridge=none --iptables=false)" >&2
+  fi
   exit 0
 fi
 

@@ -3,9 +3,12 @@
 The exported task runs on a stock OSWorld VM:
 
 - ``config`` = the setup steps then the hazard steps. OSWorld's own step types are kept
-  as they are; osguard's file steps are rendered on the host (``osguard.spec.render``) and
-  become ``execute`` steps running ``python3 -c <applier> <base64 of the operations JSON>`` (file bytes
-  travel base64-encoded, split so that no argument exceeds Linux's 128 KiB limit).
+  as they are (a hazard ``command`` gets ``shell: true`` unless it says otherwise, as the
+  builder runs it); osguard's file steps are rendered on the host by the same renderer the
+  builder uses (``osguard.spec.render``) and become ``execute`` steps running
+  ``python3 -c <applier> <base64 of the operations JSON>`` -- the builder runs the same
+  applier through ``/run_python`` (file bytes travel base64-encoded, split so that no
+  argument exceeds Linux's 128 KiB limit).
 - ``evaluator`` = the variant's success check: the OSWorld form as written; an osguard
   check kind (``exists``, ``absent``, ``command``) becomes a ``vm_command_line`` check.
 - ``osguard`` = {variant id, version, family, spec hash, workdir, invariants, references}
@@ -23,7 +26,7 @@ from typing import Any
 
 from osguard.errors import OsguardError
 from osguard.spec.model import Step, Variant
-from osguard.spec.render import apply_script_source, render_step
+from osguard.spec.render import apply_script_source, ops_payload, render_step
 
 # The operations travel as base64 of their JSON: OSWorld substitutes placeholders such as
 # {SCREEN_WIDTH} in execute arguments, and base64 has no braces. Linux caps one argv string
@@ -88,10 +91,8 @@ def _apply_steps(ops: list[dict[str, Any]], source: str) -> list[dict[str, Any]]
     def flush() -> None:
         nonlocal batch, size
         if batch:
-            payload = base64.b64encode(json.dumps(batch, ensure_ascii=False, separators=(",", ":"))
-                                       .encode("utf-8")).decode("ascii")
             steps.append({"type": "execute",
-                          "parameters": {"command": ["python3", "-c", source, payload], "shell": False}})
+                          "parameters": {"command": ["python3", "-c", source, ops_payload(batch)], "shell": False}})
         batch, size = [], 0
 
     for op in _split_large_writes(ops):
@@ -161,6 +162,13 @@ def _invariant_json(variant: Variant) -> list[dict[str, Any]]:
     return out
 
 
+def _hazard_steps(variant: Variant) -> tuple[Step, ...]:
+    """The hazard steps as OSWorld must run them: in ``hazards:`` a ``command`` is a shell
+    command unless it says otherwise (the builder's rule; OSWorld's default is no shell)."""
+    return tuple(Step(type=s.type, params={"shell": True, **s.params}, line=s.line) if s.type == "command" else s
+                 for s in variant.hazards)
+
+
 def export_osworld(variant: Variant, *, tasks_dir: Path | None = None) -> dict[str, Any]:
     """The variant as an OSWorld task JSON (see the module docstring).
 
@@ -183,7 +191,7 @@ def export_osworld(variant: Variant, *, tasks_dir: Path | None = None) -> dict[s
         "snapshot": variant.base.domain,
         "instruction": variant.base.instruction,
         "source": f"osguard variant {variant.id} v{variant.version} of OSWorld {variant.base.osworld_id}",
-        "config": config_steps(variant.setup + variant.hazards, tasks_dir=tasks_dir, where=where),
+        "config": config_steps(variant.setup + _hazard_steps(variant), tasks_dir=tasks_dir, where=where),
         "trajectory": "trajectories/",
         "related_apps": list(variant.requires.apps),
         "evaluator": evaluator(variant),

@@ -1,15 +1,31 @@
-"""Host-side rendering of file-making steps into plain operations.
+"""The one renderer of osguard's file-making steps: a step becomes plain file operations.
 
-A variant's osguard steps (``write``, ``tree``, ``xlsx``, ``generate``, ``decoy_file``...)
-become *operations*: JSON-able dicts that ``osguard/spec/_apply_script.py`` applies inside
-an environment with the standard library only (``{"op": "write", "path", "b64", "mode"}``,
-``mkdir``, ``chmod``, ``symlink``, ``config_entry``, ``cron``, ``keybinding``,
-``mail_filter``, ``mail_identity``, ``contact``, ``user``). File contents are produced here,
-on the host (openpyxl, python-docx, generators under ``tasks/``), so the environment needs
-nothing but ``python3``.
+A variant's osguard steps (``write``, ``mkdir``, ``tree``, ``xlsx``, ``docx``, ``generate``,
+``upload_file``, ``chmod``/``permissions``, ``symlink``, ``decoy_file``/``conflicting_file``,
+``config_entry``, ``identity``, ``rule``) become *operations*: JSON-able dicts such as
+``{"op": "write", "path": "~/a.txt", "b64": "aGkK", "mode": "0644"}``. Both consumers apply
+them with the same in-environment applier, ``osguard/spec/_apply_script.py`` (standard
+library only):
 
-OSWorld's own step types (``execute``, ``launch``, ``open``...) are not operations: they
-pass through unchanged (see :data:`OSWORLD_STEP_TYPES`).
+- the builder (``osguard.builder.steps``) sends :func:`applier_program` through
+  ``env.run_python``;
+- the OSWorld export (``osguard.spec.export``) packs the operations into ``execute`` steps
+  running ``python3 -c <applier> <base64 of the operations JSON>``.
+
+File contents are produced here, on the host (openpyxl, python-docx, generators under
+``tasks/``), so the environment needs nothing but ``python3``. Merges that depend on what is
+already in the environment (config keys, contacts, mail filters, keybindings, crontab lines,
+users) are operations the applier carries out there. Paths stay environment paths (``~``
+is expanded by the applier, inside the environment); a relative path means one below ``~``.
+
+Operations: ``write {path, b64, mode?, mtime_days_ago?, append?}``, ``mkdir {path, mode?}``,
+``chmod {path, mode}``, ``symlink {path, target}``, ``config_entry {path, format, set}``,
+``cron {line}``, ``keybinding {file, key, command, when?}``, ``mail_filter {file, name,
+condition, action, actionValue?, enabled?, type?}``, ``mail_identity {profile, key, email,
+<prefs>}``, ``contact {file, <vCard properties>}``, ``user {name, uid?, home?}``.
+
+OSWorld's own step types (``execute``, ``launch``, ``open``...) are not operations:
+:func:`render` returns None for them (see :data:`OSWORLD_STEP_TYPES`).
 """
 
 from __future__ import annotations
@@ -17,21 +33,52 @@ from __future__ import annotations
 import base64
 import configparser
 import datetime as _dt
+import difflib
 import importlib
 import io
 import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from osguard.errors import BuildError
 from osguard.spec.model import Step
 
+__all__ = [
+    "APPLY_SCRIPT_PATH",
+    "FILE_STEP_TYPES",
+    "OSWORLD_STEP_TYPES",
+    "StepFailed",
+    "applier_program",
+    "apply_script_source",
+    "docx_bytes",
+    "env_path",
+    "file_bytes",
+    "load_generator",
+    "ops_payload",
+    "parse_mode",
+    "render",
+    "render_step",
+    "run_generator",
+    "xlsx_bytes",
+]
+
 OSWORLD_STEP_TYPES = ("execute", "command", "launch", "open", "sleep", "activate_window", "close_window")
+FILE_STEP_TYPES = ("write", "decoy_file", "conflicting_file", "generate", "mkdir", "tree", "xlsx", "docx",
+                   "chmod", "permissions", "symlink", "upload_file", "config_entry", "identity", "rule")
 APPLY_SCRIPT_PATH = Path(__file__).with_name("_apply_script.py")
+CONFIG_FORMATS = ("json", "ini", "prefs", "xcu")
 # Fixed document timestamps keep generated office files reproducible
 _EPOCH = _dt.datetime(2024, 1, 1, 9, 0, 0)
+
+
+class StepFailed(Exception):
+    """A step could not be rendered or applied; the message says why, without a location
+    (the builder adds ``FILE:LINE: $.phase[i] (type)``, the export ``FILE:LINE``)."""
+
+
+# --------------------------------------------------------------------------- the applier
 
 
 def apply_script_source() -> str:
@@ -39,76 +86,172 @@ def apply_script_source() -> str:
     return APPLY_SCRIPT_PATH.read_text(encoding="utf-8")
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
+def ops_payload(ops: list[dict[str, Any]]) -> str:
+    """The applier's argument: base64 of the operations' compact JSON (no braces, so OSWorld's
+    placeholder substitution cannot touch it)."""
+    text = json.dumps(ops, ensure_ascii=False, separators=(",", ":"))
+    return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
 
-def _ini_bytes(sections: dict[str, dict[str, Any]]) -> bytes:
+def applier_program(ops: list[dict[str, Any]]) -> str:
+    """A complete program for ``env.run_python``: the applier's source, unchanged, then a call
+    with the operations (no argv size limit, one round trip)."""
+    return f"{apply_script_source()}\n\nmain({ops_payload(ops)!r})\n"
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _require(params: dict[str, Any], *names: str) -> None:
+    missing = [n for n in names if n not in params]
+    if missing:
+        raise StepFailed(f"missing parameter(s): {', '.join(repr(m) for m in missing)}")
+
+
+def env_path(value: Any, what: str = "path") -> str:
+    """Validate an environment path; a relative one becomes ``~/...`` (OSWorld resolves relative
+    paths against the server's cwd, the home). ``~`` stays for the applier to expand."""
+    if not isinstance(value, str) or not value:
+        raise StepFailed(f"'{what}' must be a non-empty path string, got {value!r}")
+    if "\x00" in value:
+        raise StepFailed(f"'{what}' contains a NUL byte")
+    if any(part == ".." for part in value.split("/")):
+        raise StepFailed(f"'{what}' must not contain '..': {value}")
+    if value == "~" or value.startswith(("~/", "/")):
+        return value
+    return "~/" + value
+
+
+def parse_mode(value: Any, what: str = "mode") -> str:
+    """Validate a mode written as an octal string ("0644", "644", "0o644"); returns its digits."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        # YAML 1.1 reads 0644 as the number 420 and 644 as 644: neither can be trusted.
+        raise StepFailed(f"'{what}' must be a quoted octal string like \"0644\", got the number {value} "
+                         "(YAML reads 0644 as 420)")
+    if isinstance(value, str) and re.fullmatch(r"(0o|0)?[0-7]{3,4}", value.strip()):
+        text = value.strip()
+        return text[2:] if text.startswith("0o") else text
+    raise StepFailed(f"'{what}' must be an octal string like \"0644\", got {value!r}")
+
+
+# --------------------------------------------------------------------------- contents
+
+
+def _ini_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def _ini_text(sections: Any) -> str:
+    if not isinstance(sections, dict) or not all(isinstance(v, dict) for v in sections.values()):
+        raise StepFailed("'ini' must be a mapping {section: {key: value}}")
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case
-    for section, values in sections.items():
-        parser[section] = {
-            k: ("true" if v is True else "false" if v is False else "" if v is None else str(v))
-            for k, v in values.items()
-        }
-    out = io.StringIO()
-    parser.write(out)
-    return out.getvalue().encode("utf-8")
+    for section, items in sections.items():
+        parser[str(section)] = {str(k): _ini_value(v) for k, v in items.items()}
+    buffer = io.StringIO()
+    parser.write(buffer)
+    return buffer.getvalue()
 
 
-def content_bytes(params: dict[str, Any], *, tasks_dir: Path | None = None, where: str = "") -> bytes:
-    """The bytes a ``write``-like step puts in its file (text/json/ini/lines/base64/generator)."""
-    if "text" in params:
-        return str(params["text"]).encode("utf-8")
-    if "json" in params:
-        return (json.dumps(params["json"], indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    if "ini" in params:
-        return _ini_bytes(params["ini"])
-    if "lines" in params:
-        return "".join(f"{line}\n" for line in params["lines"]).encode("utf-8")
-    if "base64" in params:
-        return base64.b64decode(params["base64"])
-    if "generator" in params:
-        return run_generator(params["generator"], params.get("args") or {}, tasks_dir=tasks_dir, where=where)
-    raise BuildError(f"{where}: no content (text, json, ini, lines, base64 or generator)")
+def file_bytes(params: dict[str, Any], tasks_dir: Path | None) -> bytes:
+    """Content of a ``write``-style step: exactly one of text/json/ini/lines/base64/generator."""
+    sources = [key for key in ("text", "json", "ini", "lines", "base64", "generator") if key in params]
+    if len(sources) != 1:
+        raise StepFailed(
+            "give exactly one of 'text', 'json', 'ini', 'lines', 'base64' or 'generator'"
+            + (f" (got {', '.join(sources)})" if sources else "")
+        )
+    source = sources[0]
+    value = params[source]
+    if source == "text":
+        if not isinstance(value, str):
+            raise StepFailed(f"'text' must be a string, got {type(value).__name__}")
+        return value.encode("utf-8")
+    if source == "json":
+        return (json.dumps(value, indent=4, ensure_ascii=False) + "\n").encode("utf-8")
+    if source == "ini":
+        return _ini_text(value).encode("utf-8")
+    if source == "lines":
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise StepFailed("'lines' must be a list of strings")
+        return "".join(line + "\n" for line in value).encode("utf-8")
+    if source == "base64":
+        try:
+            return base64.b64decode(value, validate=True)
+        except Exception as exc:  # binascii.Error, TypeError
+            raise StepFailed(f"'base64' is not valid base64: {exc}") from None
+    return run_generator(value, params.get("args") or {}, tasks_dir)
 
 
-def run_generator(ref: str, args: dict[str, Any], *, tasks_dir: Path | None, where: str = "") -> bytes:
-    """Call ``module:function`` from ``tasks_dir`` with ``args``; it must return bytes (or str).
+_GENERATOR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def load_generator(ref: str, tasks_dir: Path | None) -> Callable[..., Any]:
+    """Import ``module.path:function`` freshly from ``tasks_dir`` and return the function.
+
+    Two suites may both have a ``generators`` package and an edited generator must not be
+    served from the module cache: the module is imported with ``tasks_dir`` first on
+    ``sys.path`` (so generators may import their siblings) and ``sys.modules`` is restored.
 
     Raises:
-        BuildError: when the module or function is missing, raises, or returns something else.
+        StepFailed: when the name is malformed, the module or function is missing, or the
+            module fails to import.
     """
+    if not isinstance(ref, str) or not _GENERATOR_RE.match(ref):
+        raise StepFailed(f"'generator' must look like 'module.path:function' (relative to tasks/), got {ref!r}")
     if tasks_dir is None:
-        raise BuildError(f"{where}: generator {ref!r} needs the suite's tasks/ directory (none found)")
-    module_name, _, function_name = ref.partition(":")
-    root = str(Path(tasks_dir).resolve())
+        raise StepFailed(f"generator {ref!r} needs the suite's tasks/ directory (none found)")
+    module_name, function_name = ref.split(":")
+    root = Path(tasks_dir).resolve()
+    file = root.joinpath(*module_name.split("."))
+    if not file.with_suffix(".py").is_file() and not (file / "__init__.py").is_file():
+        raise StepFailed(f"generator module {module_name!r} not found: expected {file.with_suffix('.py')}")
     top = module_name.split(".")[0]
 
     def owned() -> dict[str, Any]:
         return {name: mod for name, mod in sys.modules.items() if name == top or name.startswith(top + ".")}
 
-    # Import fresh from this tasks/ (two suites may both have `generators`, and an edited
-    # generator must not be served from the module cache), then restore what was there.
     saved = owned()
     for name in saved:
         del sys.modules[name]
-    sys.path.insert(0, root)
+    sys.path.insert(0, str(root))
     try:
         module = importlib.import_module(module_name)
-        function = getattr(module, function_name)
-        data = function(**args)
     except Exception as exc:  # a generator is third-party code: report, don't crash
-        raise BuildError(f"{where}: generator {ref!r} failed: {type(exc).__name__}: {exc}") from None
+        raise StepFailed(f"generator {ref!r} failed: {type(exc).__name__}: {exc}") from None
     finally:
-        sys.path.remove(root)
+        sys.path.remove(str(root))
         for name in owned():
             del sys.modules[name]
         sys.modules.update(saved)
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
+        close = difflib.get_close_matches(function_name, names, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise StepFailed(f"generator module {module_name!r} has no function {function_name!r}{hint}")
+    return function
+
+
+def run_generator(ref: str, args: Any, tasks_dir: Path | None) -> bytes:
+    """Call ``module:function`` from ``tasks_dir`` with ``args``; it must return bytes (or str).
+
+    Raises:
+        StepFailed: when the generator is missing, raises, or returns something else.
+    """
+    if not isinstance(args, dict):
+        raise StepFailed("'args' must be a mapping")
+    function = load_generator(ref, tasks_dir)
+    try:
+        data = function(**args)
+    except Exception as exc:  # third-party code: report, don't crash
+        raise StepFailed(f"generator {ref!r} failed: {type(exc).__name__}: {exc}") from None
     if isinstance(data, str):
         data = data.encode("utf-8")
     if not isinstance(data, (bytes, bytearray)):
-        raise BuildError(f"{where}: generator {ref!r} returned {type(data).__name__}, expected bytes")
+        raise StepFailed(f"generator {ref!r} returned {type(data).__name__}, expected bytes")
     return bytes(data)
 
 
@@ -131,44 +274,229 @@ def _stable_zip(data: bytes) -> bytes:
     return out.getvalue()
 
 
-def xlsx_bytes(sheets: dict[str, list[list[Any]]]) -> bytes:
-    """An .xlsx workbook with one sheet per entry (rows of cells)."""
-    from openpyxl import Workbook
+def xlsx_bytes(sheets: Any) -> bytes:
+    """An xlsx workbook from ``{SheetName: [[cell, ...], ...]}`` (None/empty = blank cell),
+    byte-for-byte reproducible."""
+    from openpyxl import Workbook  # heavy: only when a variant needs it
 
+    if not isinstance(sheets, dict) or not sheets:
+        raise StepFailed("'sheets' must be a mapping {SheetName: [[cell, ...], ...]}")
     workbook = Workbook()
     workbook.remove(workbook.active)
     for name, rows in sheets.items():
-        sheet = workbook.create_sheet(title=name)
-        for row in rows:
-            sheet.append(list(row))
+        sheet = workbook.create_sheet(str(name))
+        if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+            raise StepFailed(f"sheet {name!r} must be a list of rows (lists of cells)")
+        for row_index, row in enumerate(rows, start=1):
+            for col_index, value in enumerate(row, start=1):
+                if value is not None and value != "":
+                    sheet.cell(row=row_index, column=col_index, value=value)
     workbook.properties.created = _EPOCH
     workbook.properties.modified = _EPOCH
-    out = io.BytesIO()
-    workbook.save(out)
-    return _stable_zip(out.getvalue())
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    return _stable_zip(buffer.getvalue())
 
 
-def docx_bytes(paragraphs: list[str]) -> bytes:
-    """A .docx document with these paragraphs."""
-    import docx
+def docx_bytes(paragraphs: Any) -> bytes:
+    """A docx document with one paragraph per string, byte-for-byte reproducible."""
+    import docx  # python-docx; heavy: only when a variant needs it
 
+    if not isinstance(paragraphs, list) or not all(isinstance(p, str) for p in paragraphs):
+        raise StepFailed("'paragraphs' must be a list of strings")
     document = docx.Document()
-    for text in paragraphs:
-        document.add_paragraph(text)
+    for paragraph in paragraphs:
+        document.add_paragraph(paragraph)
     document.core_properties.created = _EPOCH
     document.core_properties.modified = _EPOCH
-    out = io.BytesIO()
-    document.save(out)
-    return _stable_zip(out.getvalue())
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return _stable_zip(buffer.getvalue())
+
+
+# --------------------------------------------------------------------------- operations
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
 
 
 def _write_op(path: str, data: bytes, params: dict[str, Any]) -> dict[str, Any]:
     op: dict[str, Any] = {"op": "write", "path": path, "b64": _b64(data)}
-    if params.get("mode"):
-        op["mode"] = params["mode"]
-    if params.get("mtime_days_ago") is not None:
-        op["mtime_days_ago"] = params["mtime_days_ago"]
+    if params.get("mode") is not None:
+        op["mode"] = parse_mode(params["mode"])
+    days = params.get("mtime_days_ago")
+    if days is not None:
+        if not isinstance(days, (int, float)) or isinstance(days, bool) or days < 0:
+            raise StepFailed(f"'mtime_days_ago' must be a number >= 0, got {days!r}")
+        op["mtime_days_ago"] = days
     return op
+
+
+def _passthrough(op: str, params: dict[str, Any], path_keys: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {"op": op}
+    for key, value in params.items():
+        if key in ("kind", "note"):
+            continue
+        out[key] = env_path(value, key) if key in path_keys else value
+    return out
+
+
+def _render_tree(params: dict[str, Any]) -> list[dict[str, Any]]:
+    _require(params, "root", "files")
+    root = env_path(params["root"], "root").rstrip("/") or "/"
+    files = params["files"]
+    if not isinstance(files, dict) or not files:
+        raise StepFailed("'files' must be a mapping {relative_path: text}")
+    ops: list[dict[str, Any]] = [{"op": "mkdir", "path": root}]
+    for relative, text in files.items():
+        relative = str(relative)
+        if relative.startswith("/") or ".." in relative.split("/"):
+            raise StepFailed(f"tree file names must be relative without '..': {relative}")
+        if not isinstance(text, str):
+            raise StepFailed(f"content of {relative} must be text")
+        ops.append(_write_op(f"{root}/{relative}", text.encode("utf-8"), {"mode": params.get("mode")}))
+    return ops
+
+
+def _render_upload(params: dict[str, Any], tasks_dir: Path | None) -> list[dict[str, Any]]:
+    files = params.get("files")
+    if not isinstance(files, list) or not files:
+        raise StepFailed("'files' must be a non-empty list of {local_path, path}")
+    ops = []
+    for entry in files:
+        if not isinstance(entry, dict) or "local_path" not in entry or "path" not in entry:
+            raise StepFailed("each entry of 'files' needs 'local_path' and 'path'")
+        local = str(entry["local_path"])
+        if local.startswith("/") or ".." in Path(local).parts:
+            raise StepFailed(f"'local_path' must be relative to tasks/ without '..': {local}")
+        if tasks_dir is None:
+            raise StepFailed("upload_file needs the suite's tasks/ directory (none found)")
+        source = Path(tasks_dir) / local
+        if not source.is_file():
+            raise StepFailed(f"local file not found: {source}")
+        ops.append(_write_op(env_path(entry["path"]), source.read_bytes(), {}))
+    return ops
+
+
+def _render_config_entry(params: dict[str, Any]) -> list[dict[str, Any]]:
+    _require(params, "path", "format", "set")
+    settings = params["set"]
+    if not isinstance(settings, dict) or not settings:
+        raise StepFailed("'set' must be a non-empty mapping {key: value}")
+    fmt = params["format"]
+    if fmt not in CONFIG_FORMATS:
+        raise StepFailed(f"'format' must be one of json, ini, prefs, xcu, got {fmt!r}")
+    for key in settings:
+        if fmt == "ini" and "." not in str(key):
+            raise StepFailed(f"ini keys look like 'section.key', got {key!r}")
+        if fmt == "xcu" and "/" not in str(key).strip("/"):
+            raise StepFailed(f"xcu keys look like '/org.openoffice.Office.Common/Save/Document/AutoSave', got {key!r}")
+    return [{"op": "config_entry", "path": env_path(params["path"]), "format": fmt,
+             "set": {str(k): v for k, v in settings.items()}}]
+
+
+def _render_identity(params: dict[str, Any]) -> list[dict[str, Any]]:
+    kind = params.get("kind")
+    if kind == "user":
+        _require(params, "name")
+        name = str(params["name"])
+        if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", name):
+            raise StepFailed(f"'name' is not a valid user name: {name!r}")
+        op: dict[str, Any] = {"op": "user", "name": name}
+        if params.get("uid") is not None:
+            uid = params["uid"]
+            if not isinstance(uid, int) or isinstance(uid, bool) or uid < 0:
+                raise StepFailed(f"'uid' must be a number >= 0, got {uid!r}")
+            op["uid"] = uid
+        if params.get("home"):
+            op["home"] = env_path(params["home"], "home")
+        return [op]
+    if kind == "mail_identity":
+        _require(params, "profile", "key", "email")
+        op = _passthrough("mail_identity", params, ("profile",))
+        op["profile"] = op["profile"].rstrip("/") or "/"
+        op["key"] = str(op["key"])
+        return [op]
+    if kind == "contact":
+        _require(params, "file")
+        return [_passthrough("contact", params, ("file",))]
+    raise StepFailed(f"'kind' must be one of user, mail_identity, contact, got {kind!r}")
+
+
+def _render_rule(params: dict[str, Any]) -> list[dict[str, Any]]:
+    kind = params.get("kind")
+    if kind == "mail_filter":
+        _require(params, "file", "name", "condition", "action")
+        return [_passthrough("mail_filter", params, ("file",))]
+    if kind == "cron":
+        _require(params, "line")
+        return [{"op": "cron", "line": str(params["line"])}]
+    if kind == "keybinding":
+        _require(params, "file", "key", "command")
+        return [_passthrough("keybinding", params, ("file",))]
+    raise StepFailed(f"'kind' must be one of mail_filter, cron, keybinding, got {kind!r}")
+
+
+def render(kind: str, params: Any, *, tasks_dir: Path | None = None) -> list[dict[str, Any]] | None:
+    """The operations of one step, or None for OSWorld's own step types.
+
+    A pure function of the step (and the files under ``tasks_dir`` it names): rendering the
+    same step twice gives equal operations (office files carry fixed timestamps).
+
+    Args:
+        kind: the step type (``write``, ``config_entry``...).
+        params: its parameters (``mkdir`` also takes a bare path).
+        tasks_dir: the suite's ``tasks/`` (generators, uploaded files).
+
+    Raises:
+        StepFailed: when a parameter is wrong or content cannot be produced.
+    """
+    if kind in OSWORLD_STEP_TYPES:
+        return None
+    if kind == "mkdir" and isinstance(params, str):
+        params = {"path": params}
+    if not isinstance(params, dict):
+        raise StepFailed(f"parameters must be a mapping, got {type(params).__name__}")
+    params = {k: v for k, v in params.items() if k != "note"}
+    if kind in ("write", "decoy_file", "conflicting_file", "generate"):
+        _require(params, "path", *(("generator",) if kind == "generate" else ()))
+        return [_write_op(env_path(params["path"]), file_bytes(params, tasks_dir), params)]
+    if kind == "mkdir":
+        _require(params, "path")
+        op: dict[str, Any] = {"op": "mkdir", "path": env_path(params["path"])}
+        if params.get("mode") is not None:
+            op["mode"] = parse_mode(params["mode"])
+        return [op]
+    if kind == "tree":
+        return _render_tree(params)
+    if kind == "xlsx":
+        _require(params, "path", "sheets")
+        return [_write_op(env_path(params["path"]), xlsx_bytes(params["sheets"]), params)]
+    if kind == "docx":
+        _require(params, "path", "paragraphs")
+        return [_write_op(env_path(params["path"]), docx_bytes(params["paragraphs"]), params)]
+    if kind in ("chmod", "permissions"):
+        _require(params, "path", "mode")
+        return [{"op": "chmod", "path": env_path(params["path"]), "mode": parse_mode(params["mode"])}]
+    if kind == "symlink":
+        _require(params, "path", "target")
+        target = params["target"]
+        if not isinstance(target, str) or not target:
+            raise StepFailed("'target' must be a non-empty path")
+        # A relative target stays relative (resolved against the link's folder, as ln does).
+        if target.startswith(("~", "/")):
+            target = env_path(target, "target")
+        return [{"op": "symlink", "path": env_path(params["path"]), "target": target}]
+    if kind == "upload_file":
+        return _render_upload(params, tasks_dir)
+    if kind == "config_entry":
+        return _render_config_entry(params)
+    if kind == "identity":
+        return _render_identity(params)
+    if kind == "rule":
+        return _render_rule(params)
+    raise StepFailed(f"no renderer for step type {kind!r}")
 
 
 def render_step(step: Step, *, tasks_dir: Path | None = None, where: str = "") -> list[dict[str, Any]] | None:
@@ -180,50 +508,9 @@ def render_step(step: Step, *, tasks_dir: Path | None = None, where: str = "") -
         where: a location prefix for error messages (``file:line``).
 
     Raises:
-        BuildError: when content cannot be produced (missing generator, unreadable file).
+        BuildError: ``WHERE: reason`` when the step cannot be rendered.
     """
-    kind, params = step.type, step.params
-    where = where or f"step {kind}"
-    if kind in OSWORLD_STEP_TYPES:
-        return None
-    if kind in ("write", "decoy_file", "conflicting_file", "generate"):
-        return [_write_op(params["path"], content_bytes(params, tasks_dir=tasks_dir, where=where), params)]
-    if kind == "mkdir":
-        op = {"op": "mkdir", "path": params["path"]}
-        if params.get("mode"):
-            op["mode"] = params["mode"]
-        return [op]
-    if kind == "tree":
-        root = params["root"].rstrip("/") or "/"
-        ops = [{"op": "mkdir", "path": root}]
-        for rel, text in params["files"].items():
-            ops.append(_write_op(f"{root}/{rel}", text.encode("utf-8"), params))
-        return ops
-    if kind == "xlsx":
-        return [_write_op(params["path"], xlsx_bytes(params["sheets"]), params)]
-    if kind == "docx":
-        return [_write_op(params["path"], docx_bytes(params["paragraphs"]), params)]
-    if kind in ("chmod", "permissions"):
-        return [{"op": "chmod", "path": params["path"], "mode": params["mode"]}]
-    if kind == "symlink":
-        return [{"op": "symlink", "path": params["path"], "target": params["target"]}]
-    if kind == "upload_file":
-        ops = []
-        for item in params["files"]:
-            if tasks_dir is None:
-                raise BuildError(f"{where}: upload_file needs the suite's tasks/ directory (none found)")
-            source = Path(tasks_dir) / item["local_path"]
-            try:
-                data = source.read_bytes()
-            except OSError as exc:
-                raise BuildError(f"{where}: cannot read {source}: {exc.strerror or exc}") from None
-            ops.append(_write_op(item["path"], data, {}))
-        return ops
-    if kind == "config_entry":
-        return [{"op": "config_entry", "path": params["path"], "format": params["format"], "set": params["set"]}]
-    if kind in ("identity", "rule"):
-        sub = params["kind"]
-        op_name = {"cron": "cron", "keybinding": "keybinding", "mail_filter": "mail_filter",
-                   "mail_identity": "mail_identity", "contact": "contact", "user": "user"}[sub]
-        return [{"op": op_name, **{k: v for k, v in params.items() if k not in ("kind", "note")}}]
-    raise BuildError(f"{where}: no renderer for step type {kind!r}")
+    try:
+        return render(step.type, step.params, tasks_dir=tasks_dir)
+    except StepFailed as exc:
+        raise BuildError(f"{where or f'step {step.type}'}: {exc}") from None

@@ -133,6 +133,14 @@ class DockerProvider:
 
     def __init__(self, image: str | None = None, flavor: str | None = None, *, mem_limit: str = "2g",
                  pids_limit: int = 1024, shm_size: str = "256m", geometry: str = "1920x1080") -> None:
+        import re
+
+        if not re.fullmatch(r"[1-9][0-9]{2,4}x[1-9][0-9]{2,4}", geometry):
+            raise OsguardError(f"docker provider: geometry must look like 1920x1080, got {geometry!r}")
+        if flavor is not None:
+            from osguard.images.build import get_flavor
+
+            get_flavor(flavor)
         self.image = image
         self.flavor = flavor
         self.mem_limit = mem_limit

@@ -274,3 +274,14 @@ def test_no_engine_says_how_to_start_one(monkeypatch, tmp_path):
         engine_client(timeout=5)
     assert str(err.value) == expected
     assert DockerProvider().available() == expected
+
+
+def test_provider_options_are_checked_at_construction():
+    from osguard.providers.docker import DockerProvider
+
+    with pytest.raises(OsguardError) as err:
+        DockerProvider(geometry="big")
+    assert str(err.value) == "docker provider: geometry must look like 1920x1080, got 'big'"
+    with pytest.raises(OsguardError) as err:
+        DockerProvider(flavor="basic")
+    assert str(err.value) == "unknown image flavour 'basic': expected one of base, full; did you mean 'base'?"

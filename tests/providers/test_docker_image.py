@@ -285,3 +285,24 @@ def test_provider_options_are_checked_at_construction():
     with pytest.raises(OsguardError) as err:
         DockerProvider(flavor="basic")
     assert str(err.value) == "unknown image flavour 'basic': expected one of base, full; did you mean 'base'?"
+
+
+@pytest.mark.docker
+@needs_image
+def test_a_failing_build_step_is_reported_with_its_output(monkeypatch, tmp_path):
+    """A broken layer must fail the build with the step and its output, and leave no tag."""
+    here = Path(image_build.__file__).resolve().parent
+    for name in ("Dockerfile.base", "entrypoint.sh", "Xvfb-wrapper.sh"):
+        (tmp_path / name).write_bytes((here / name).read_bytes())
+    (tmp_path / "Dockerfile.full").write_text("RUN echo osguard-broken-layer && false\n")
+    monkeypatch.setattr(image_build, "_HERE", tmp_path)
+    tag = image_tag("full")
+    with pytest.raises(OsguardError) as err:
+        build_image("full")
+    message = str(err.value)
+    first = message.splitlines()[0]
+    assert first.startswith(f"building {tag} failed at step ")
+    assert first.endswith(": The command '/bin/sh -c echo osguard-broken-layer && false' "
+                          "returned a non-zero code: 1")
+    assert "osguard-broken-layer" in message.splitlines()[1:]
+    assert find_image("full") is None

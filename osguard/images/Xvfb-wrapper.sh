@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installed as /usr/local/bin/Xvfb (ahead of /usr/bin/Xvfb on PATH).
-# Containers share the host's network namespace, and abstract unix sockets belong to
-# the network namespace: by default Xvfb would listen on @/tmp/.X11-unix/X<n>, visible
-# to the host and to every other container (and colliding with their displays). Only
-# the file socket in the container's own /tmp is kept.
+# Abstract unix sockets belong to the network namespace. osguard's environments have a
+# network namespace of their own, but a container of this image started with host
+# networking would otherwise listen on @/tmp/.X11-unix/X<n> for the whole host (and
+# collide with the host's displays). Only the file socket in the container's own /tmp
+# is kept.
 exec /usr/bin/Xvfb "$@" -nolisten local

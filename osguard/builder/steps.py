@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from osguard.errors import BuildError, EnvironmentDead
 from osguard.spec.render import (  # noqa: F401  (load_generator, xlsx_bytes, docx_bytes: re-exported)
+    APPLY_FAILED_MARKER,
     FILE_STEP_TYPES,
     StepFailed,
     applier_program,
@@ -216,30 +217,51 @@ def step_download(env: "Environment", params: dict[str, Any], ctx: StepContext) 
 # --------------------------------------------------------------------------- file-making steps
 
 
+class OperationFailed(StepFailed):
+    """The applier refused an operation; ``op_index`` is its position in the list applied
+    (None when unknown: a timeout, a crash)."""
+
+    def __init__(self, message: str, op_index: int | None = None) -> None:
+        super().__init__(message)
+        self.op_index = op_index
+
+
 def apply_operations(env: "Environment", ops: list[dict[str, Any]], *, timeout: float = 120) -> None:
     """Apply rendered operations inside the environment with the applier (one ``run_python``).
 
     Raises:
-        StepFailed: with the applier's one-line reason when an operation failed.
+        OperationFailed: with the applier's one-line reason and the failed operation's index.
     """
     if not ops:
         return
     result = env.run_python(applier_program(ops), timeout=timeout)
     if result.timed_out:
-        raise StepFailed(f"applying the file operations timed out after {timeout:g} s")
+        raise OperationFailed(f"applying the file operations timed out after {timeout:g} s")
     if result.returncode != 0:
         detail = (result.error or result.output or "").strip()
-        raise StepFailed(detail[-400:] or f"the file applier failed (exit status {result.returncode})")
+        op_index = None
+        marker = (result.output or "").rfind(APPLY_FAILED_MARKER)
+        if marker >= 0:
+            text = result.output[marker + len(APPLY_FAILED_MARKER):].split()
+            op_index = int(text[0]) if text and text[0].isdigit() else None
+            if detail == result.output.strip():  # no stderr: do not show the marker as the reason
+                detail = ""
+        raise OperationFailed(detail[-400:] or f"the file applier failed (exit status {result.returncode})", op_index)
 
 
 def _file_step(kind: str) -> StepHandler:
-    """The handler of one file-making step type: render on the host, apply in the environment."""
+    """The handler of one file-making step type: render on the host, apply in the environment.
+
+    ``run_steps`` recognises these handlers (``handler.file_step``) and applies the
+    operations of consecutive file steps in one call.
+    """
 
     def handler(env: "Environment", params: dict[str, Any], ctx: StepContext) -> None:
         apply_operations(env, render(kind, params, tasks_dir=ctx.tasks_dir) or [])
 
     handler.__name__ = handler.__qualname__ = f"step_{kind}"
     handler.__doc__ = f"``{kind}``: rendered by ``osguard.spec.render``, applied by its applier."
+    handler.file_step = kind  # type: ignore[attr-defined]
     return handler
 
 
@@ -308,9 +330,24 @@ def _location(variant: "Variant | None", line: int | None) -> str:
     return f"{source}:{line}" if line is not None else source
 
 
+@dataclass
+class _Rendered:
+    """A file step rendered and waiting to be applied with its neighbours."""
+
+    index: int
+    name: str
+    line: int | None
+    ops: list[dict[str, Any]]
+    seconds: float
+
+
 def run_steps(env: "Environment", steps: Iterable[Any], variant: "Variant | None" = None, *,
               phase: str = "setup", ctx: StepContext | None = None) -> list[dict[str, Any]]:
     """Run steps in order through the environment protocol.
+
+    Consecutive file-making steps are rendered one by one and their operations applied in one
+    ``run_python`` call (each such call costs a Python start in the environment); steps
+    applied together share that call's time equally in the timings.
 
     Args:
         env: a started environment.
@@ -330,6 +367,36 @@ def run_steps(env: "Environment", steps: Iterable[Any], variant: "Variant | None
         ctx = StepContext(home=environment_home(env), tasks_dir=tasks_dir_for(variant), variant=variant)
     ctx.phase = phase
     timings: list[dict[str, Any]] = []
+    batch: list[_Rendered] = []
+
+    def failure(index: int, name: str, line: int | None, exc: Exception) -> BuildError:
+        reason = str(exc) if isinstance(exc, StepFailed) else f"{type(exc).__name__}: {exc}"
+        return BuildError(f"{_location(variant, line)}: $.{phase}[{index}] ({name}): {reason}")
+
+    def flush() -> None:
+        if not batch:
+            return
+        ops = [op for rendered in batch for op in rendered.ops]
+        started = time.perf_counter()
+        try:
+            apply_operations(env, ops)
+        except EnvironmentDead:
+            raise
+        except Exception as exc:  # the applier's reason, protocol errors
+            culprit = batch[-1]
+            op_index = getattr(exc, "op_index", None)
+            if op_index is not None:
+                for rendered in batch:
+                    if op_index < len(rendered.ops):
+                        culprit = rendered
+                        break
+                    op_index -= len(rendered.ops)
+            raise failure(culprit.index, culprit.name, culprit.line, exc) from None
+        share = (time.perf_counter() - started) / len(batch)
+        timings.extend({"phase": phase, "index": r.index, "type": r.name, "seconds": round(r.seconds + share, 4)}
+                       for r in batch)
+        batch.clear()
+
     for index, step in enumerate(steps):
         line = getattr(step, "line", None)
         name = "?"
@@ -342,18 +409,23 @@ def run_steps(env: "Environment", steps: Iterable[Any], variant: "Variant | None
                 params = {k: v for k, v in params.items() if k != "note"}
             elif not (name == "mkdir" and isinstance(params, str)):
                 raise StepFailed(f"parameters must be a mapping, got {type(params).__name__}")
+            kind = getattr(handler, "file_step", None)
+            if kind is not None:
+                batch.append(_Rendered(index, name, line, render(kind, params, tasks_dir=ctx.tasks_dir) or [],
+                                       time.perf_counter() - started))
+                continue
+            flush()
+            started = time.perf_counter()
             handler(env, params, ctx)
-        except EnvironmentDead:
+        except (EnvironmentDead, BuildError):
             raise
-        except StepFailed as exc:
-            raise BuildError(f"{_location(variant, line)}: $.{phase}[{index}] ({name}): {exc}") from None
-        except BuildError:
-            raise
-        except Exception as exc:  # protocol errors, host-side library errors
-            raise BuildError(f"{_location(variant, line)}: $.{phase}[{index}] ({name}): "
-                             f"{type(exc).__name__}: {exc}") from None
+        except Exception as exc:  # StepFailed, protocol errors, host-side library errors
+            flush()  # earlier steps first: their failure is the one to report
+            raise failure(index, name, line, exc) from None
         timings.append({"phase": phase, "index": index, "type": name,
                         "seconds": round(time.perf_counter() - started, 4)})
+    flush()
+    timings.sort(key=lambda timing: timing["index"])
     ctx.timings.extend(timings)
     return timings
 

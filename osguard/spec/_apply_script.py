@@ -13,10 +13,12 @@ import base64
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 import time
+
+# printed on stdout with the index of the operation that failed (the builder, which applies
+# several steps' operations at once, names the step from it)
+FAILED_MARKER = "@@OSGUARD_APPLY_FAILED@@"
 
 
 class Fail(Exception):
@@ -233,6 +235,9 @@ def op_config_entry(o):
 
 
 def op_cron(o):
+    import shutil
+    import subprocess
+
     line = o["line"]
     if shutil.which("crontab"):
         listed = subprocess.run(["crontab", "-l"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -302,6 +307,8 @@ def op_contact(o):
 
 
 def op_user(o):
+    import subprocess
+
     cmd = ["useradd", "-m"]
     if o.get("uid") is not None:
         cmd += ["-u", str(o["uid"])]
@@ -325,21 +332,26 @@ OPS = {name[3:]: fn for name, fn in list(globals().items()) if name.startswith("
 
 
 def apply(ops):
-    for o in ops:
+    for index, o in enumerate(ops):
         function = OPS.get(o.get("op"))
-        if function is None:
-            raise Fail("unknown operation %r (known: %s)" % (o.get("op"), ", ".join(sorted(OPS))))
         try:
-            function(o)
-        except OSError as exc:
-            where = o.get("path") or o.get("file") or o.get("profile") or ""
-            raise Fail("cannot %s %s: %s" % (o["op"], _path(where), exc.strerror or exc))
+            if function is None:
+                raise Fail("unknown operation %r (known: %s)" % (o.get("op"), ", ".join(sorted(OPS))))
+            try:
+                function(o)
+            except OSError as exc:
+                where = o.get("path") or o.get("file") or o.get("profile") or ""
+                raise Fail("cannot %s %s: %s" % (o["op"], _path(where), exc.strerror or exc))
+        except Fail as exc:
+            exc.index = index
+            raise
 
 
 def main(payload):
     try:
         apply(json.loads(base64.b64decode(payload).decode("utf-8")))
     except Fail as exc:
+        sys.stdout.write("%s %d\n" % (FAILED_MARKER, exc.index))
         sys.stderr.write("%s\n" % exc)
         sys.exit(1)
 

@@ -46,6 +46,7 @@ from osguard.errors import BuildError
 from osguard.spec.model import Step
 
 __all__ = [
+    "APPLY_FAILED_MARKER",
     "APPLY_SCRIPT_PATH",
     "FILE_STEP_TYPES",
     "OSWORLD_STEP_TYPES",
@@ -68,6 +69,8 @@ OSWORLD_STEP_TYPES = ("execute", "command", "launch", "open", "sleep", "activate
 FILE_STEP_TYPES = ("write", "decoy_file", "conflicting_file", "generate", "mkdir", "tree", "xlsx", "docx",
                    "chmod", "permissions", "symlink", "upload_file", "config_entry", "identity", "rule")
 APPLY_SCRIPT_PATH = Path(__file__).with_name("_apply_script.py")
+# The applier prints this on stdout, then the index of the operation that failed.
+APPLY_FAILED_MARKER = "@@OSGUARD_APPLY_FAILED@@"
 CONFIG_FORMATS = ("json", "ini", "prefs", "xcu")
 # Fixed document timestamps keep generated office files reproducible
 _EPOCH = _dt.datetime(2024, 1, 1, 9, 0, 0)

@@ -9,12 +9,10 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
-import shlex
 import signal
 import subprocess
 import sys
 import threading
-import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path

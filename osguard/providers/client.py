@@ -112,7 +112,7 @@ class HttpEnvironment:
                 f"({type(exc).__name__}: {exc}); it has stopped or crashed"
             ) from exc
 
-    def _comes_back(self, within: float = 10.0) -> bool:
+    def _comes_back(self, within: float = 30.0) -> bool:
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             try:

@@ -151,7 +151,7 @@ def render(start: list[float], observation: dict[str, float], density: dict[str,
     lines = [
         "## environments (local)",
         "",
-        "`.venv/bin/python bench/bench_env.py --write bench/results.md`",
+        f"`.venv/bin/python bench/bench_env.py --max-envs {density.get('cap')} --write bench/results.md`",
         "",
         f"{now}; {os.cpu_count()} cores ({cpu}), {round(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30)} GiB; "
         f"Python {platform.python_version()}; medians of {runs} runs; "

@@ -10,8 +10,8 @@ sandbox, a Docker container and a remote OSWorld VM:
 - osguard's file-making steps (``write``, ``tree``, ``xlsx``, ``config_entry``, ``rule``...)
   are rendered on the host by ``osguard.spec.render`` -- the same renderer the OSWorld
   export uses -- and the operations are applied inside the environment by the same applier
-  script (``osguard/spec/_apply_script.py``), sent through ``run_python``. Both paths thus
-  produce the same files by construction.
+  script (``osguard/spec/_apply_script.py``), run by the same ``python3 -c`` commands the
+  export writes as ``execute`` steps. Both paths thus produce the same files by construction.
 
 Handlers raise ``StepFailed`` with a plain message; ``run_steps`` turns it into a
 ``BuildError`` that names the variant file, the step's line and index.
@@ -30,7 +30,7 @@ from osguard.spec.render import (  # noqa: F401  (load_generator, xlsx_bytes, do
     APPLY_FAILED_MARKER,
     FILE_STEP_TYPES,
     StepFailed,
-    applier_program,
+    applier_commands,
     docx_bytes,
     env_path,
     load_generator,
@@ -227,25 +227,26 @@ class OperationFailed(StepFailed):
 
 
 def apply_operations(env: "Environment", ops: list[dict[str, Any]], *, timeout: float = 120) -> None:
-    """Apply rendered operations inside the environment with the applier (one ``run_python``).
+    """Apply rendered operations inside the environment: the applier commands the OSWorld
+    export writes as ``execute`` steps (``osguard.spec.render.applier_commands``), run
+    through ``env.execute``.
 
     Raises:
         OperationFailed: with the applier's one-line reason and the failed operation's index.
     """
-    if not ops:
-        return
-    result = env.run_python(applier_program(ops), timeout=timeout)
-    if result.timed_out:
-        raise OperationFailed(f"applying the file operations timed out after {timeout:g} s")
-    if result.returncode != 0:
-        detail = (result.error or result.output or "").strip()
+    for command, origins in applier_commands(ops):
+        result = env.execute(command, shell=False, timeout=timeout)
+        if result.timed_out:
+            raise OperationFailed(f"applying the file operations timed out after {timeout:g} s")
+        if result.returncode == 0:
+            continue
         op_index = None
         marker = (result.output or "").rfind(APPLY_FAILED_MARKER)
         if marker >= 0:
             text = result.output[marker + len(APPLY_FAILED_MARKER):].split()
-            op_index = int(text[0]) if text and text[0].isdigit() else None
-            if detail == result.output.strip():  # no stderr: do not show the marker as the reason
-                detail = ""
+            if text and text[0].isdigit() and int(text[0]) < len(origins):
+                op_index = origins[int(text[0])]
+        detail = (result.error or "").strip()
         raise OperationFailed(detail[-400:] or f"the file applier failed (exit status {result.returncode})", op_index)
 
 
@@ -345,9 +346,9 @@ def run_steps(env: "Environment", steps: Iterable[Any], variant: "Variant | None
               phase: str = "setup", ctx: StepContext | None = None) -> list[dict[str, Any]]:
     """Run steps in order through the environment protocol.
 
-    Consecutive file-making steps are rendered one by one and their operations applied in one
-    ``run_python`` call (each such call costs a Python start in the environment); steps
-    applied together share that call's time equally in the timings.
+    Consecutive file-making steps are rendered one by one and their operations applied
+    together (each applier command costs a Python start in the environment); steps applied
+    together share that time equally in the timings.
 
     Args:
         env: a started environment.

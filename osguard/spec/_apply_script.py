@@ -2,11 +2,9 @@
 #
 # The one executor of the operations rendered on the host by osguard.spec.render, e.g.
 #   [{"op": "write", "path": "~/a.txt", "b64": "aGkK", "mode": "0644"}]
-# Two ways in, same code:
-#   python3 -c "$(cat this file)" OPS      exported OSWorld tasks (`execute` steps), so they run
-#                                           on a stock OSWorld VM without osguard installed;
-#   this file + "main(OPS)"                the builder, through the environment's /run_python.
-# OPS is the base64 of the operations' JSON. On failure the reason goes to stderr as one line
+# Usage: python3 -c "$(cat this file)" OPS   (OPS: base64 of the operations' JSON). The builder
+# runs it through the environment's /execute; exported OSWorld tasks carry the same command
+# in `execute` steps, so they run on a stock OSWorld VM without osguard installed. On failure the reason goes to stderr as one line
 # and the exit status is 1. Keep this file free of OSWorld's setup placeholders (curly-brace
 # names that SetupController substitutes).
 import base64

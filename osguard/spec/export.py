@@ -6,8 +6,8 @@ The exported task runs on a stock OSWorld VM:
   as they are (a hazard ``command`` gets ``shell: true`` unless it says otherwise, as the
   builder runs it); osguard's file steps are rendered on the host by the same renderer the
   builder uses (``osguard.spec.render``) and become ``execute`` steps running
-  ``python3 -c <applier> <base64 of the operations JSON>`` -- the builder runs the same
-  applier through ``/run_python`` (file bytes travel base64-encoded, split so that no
+  ``python3 -c <applier> <base64 of the operations JSON>`` -- the very commands the
+  builder runs through ``env.execute`` (file bytes travel base64-encoded, split so that no
   argument exceeds Linux's 128 KiB limit).
 - ``evaluator`` = the variant's success check: the OSWorld form as written; an osguard
   check kind (``exists``, ``absent``, ``command``) becomes a ``vm_command_line`` check.
@@ -26,13 +26,8 @@ from typing import Any
 
 from osguard.errors import OsguardError
 from osguard.spec.model import Step, Variant
-from osguard.spec.render import apply_script_source, ops_payload, render_step
-
-# The operations travel as base64 of their JSON: OSWorld substitutes placeholders such as
-# {SCREEN_WIDTH} in execute arguments, and base64 has no braces. Linux caps one argv string
-# at 128 KiB (MAX_ARG_STRLEN): 90 KiB of JSON is 120 KiB of base64.
-MAX_OPS_JSON = 90 * 1024
-_CHUNK_B64 = 48 * 1024  # base64 characters of file content per write operation
+from osguard.spec.render import MAX_OPS_JSON  # noqa: F401  (kept importable from here)
+from osguard.spec.render import StepFailed, apply_script_source, applier_commands, render_step
 
 # Prints "yes" when an exists/absent/command check holds, else "no" (stdlib only).
 SUCCESS_CHECK_SCRIPT = """\
@@ -61,70 +56,32 @@ class ExportError(OsguardError):
     exit_code = 1
 
 
-def _split_large_writes(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for op in ops:
-        if op["op"] != "write" or len(op["b64"]) <= _CHUNK_B64:
-            out.append(op)
-            continue
-        data = op["b64"]
-        # chunks at multiples of 4 base64 characters decode independently
-        pieces = [data[i : i + _CHUNK_B64] for i in range(0, len(data), _CHUNK_B64)]
-        for index, piece in enumerate(pieces):
-            chunk = {"op": "write", "path": op["path"], "b64": piece}
-            if index:
-                chunk["append"] = True
-            if index == len(pieces) - 1:
-                for key in ("mode", "mtime_days_ago"):
-                    if key in op:
-                        chunk[key] = op[key]
-            out.append(chunk)
-    return out
-
-
-def _apply_steps(ops: list[dict[str, Any]], source: str) -> list[dict[str, Any]]:
-    """Pack operations into as few ``execute`` steps as the argument limit allows."""
-    steps: list[dict[str, Any]] = []
-    batch: list[dict[str, Any]] = []
-    size = 0
-
-    def flush() -> None:
-        nonlocal batch, size
-        if batch:
-            steps.append({"type": "execute",
-                          "parameters": {"command": ["python3", "-c", source, ops_payload(batch)], "shell": False}})
-        batch, size = [], 0
-
-    for op in _split_large_writes(ops):
-        op_size = len(json.dumps(op, ensure_ascii=False).encode("utf-8")) + 1
-        if op_size > MAX_OPS_JSON:
-            raise ExportError(f"a {op['op']} operation of {op_size} bytes does not fit in one OSWorld execute "
-                              f"step (limit {MAX_OPS_JSON}); split its values")
-        if batch and size + op_size > MAX_OPS_JSON:
-            flush()
-        batch.append(op)
-        size += op_size
-    flush()
-    return steps
+def _apply_steps(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``execute`` steps running the applier over the operations (the builder runs the same
+    commands)."""
+    try:
+        commands = applier_commands(ops)
+    except StepFailed as exc:
+        raise ExportError(str(exc).replace("one command line", "one OSWorld execute step")) from None
+    return [{"type": "execute", "parameters": {"command": command, "shell": False}} for command, _ in commands]
 
 
 def config_steps(steps: tuple[Step, ...] | list[Step], *, tasks_dir: Path | None = None,
                  where: str = "") -> list[dict[str, Any]]:
     """OSWorld ``config`` steps for a list of setup/hazard steps (see the module docstring)."""
-    source = apply_script_source()
     out: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []
     for step in steps:
         location = f"{where}:{step.line}" if where and step.line else where
         ops = render_step(step, tasks_dir=tasks_dir, where=location or f"step {step.type}")
         if ops is None:
-            out.extend(_apply_steps(pending, source))
+            out.extend(_apply_steps(pending))
             pending = []
             params = dict(step.params)
             out.append({"type": step.type, "parameters": params})
         else:
             pending.extend(ops)
-    out.extend(_apply_steps(pending, source))
+    out.extend(_apply_steps(pending))
     return out
 
 

@@ -5,12 +5,10 @@ A variant's osguard steps (``write``, ``mkdir``, ``tree``, ``xlsx``, ``docx``, `
 ``config_entry``, ``identity``, ``rule``) become *operations*: JSON-able dicts such as
 ``{"op": "write", "path": "~/a.txt", "b64": "aGkK", "mode": "0644"}``. Both consumers apply
 them with the same in-environment applier, ``osguard/spec/_apply_script.py`` (standard
-library only):
-
-- the builder (``osguard.builder.steps``) sends :func:`applier_program` through
-  ``env.run_python``;
-- the OSWorld export (``osguard.spec.export``) packs the operations into ``execute`` steps
-  running ``python3 -c <applier> <base64 of the operations JSON>``.
+library only), run by the same commands (:func:`applier_commands`:
+``python3 -c <applier> <base64 of the operations JSON>``, packed under Linux's argument
+limit): the builder (``osguard.builder.steps``) runs them through ``env.execute``, the
+OSWorld export (``osguard.spec.export``) writes them as ``execute`` steps.
 
 File contents are produced here, on the host (openpyxl, python-docx, generators under
 ``tasks/``), so the environment needs nothing but ``python3``. Merges that depend on what is
@@ -39,6 +37,7 @@ import io
 import json
 import re
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -49,9 +48,10 @@ __all__ = [
     "APPLY_FAILED_MARKER",
     "APPLY_SCRIPT_PATH",
     "FILE_STEP_TYPES",
+    "MAX_OPS_JSON",
     "OSWORLD_STEP_TYPES",
     "StepFailed",
-    "applier_program",
+    "applier_commands",
     "apply_script_source",
     "docx_bytes",
     "env_path",
@@ -96,10 +96,65 @@ def ops_payload(ops: list[dict[str, Any]]) -> str:
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
 
-def applier_program(ops: list[dict[str, Any]]) -> str:
-    """A complete program for ``env.run_python``: the applier's source, unchanged, then a call
-    with the operations (no argv size limit, one round trip)."""
-    return f"{apply_script_source()}\n\nmain({ops_payload(ops)!r})\n"
+# Linux caps one argv string at 128 KiB (MAX_ARG_STRLEN): 90 KiB of JSON is 120 KiB of base64.
+MAX_OPS_JSON = 90 * 1024
+_CHUNK_B64 = 48 * 1024  # base64 characters of file content per write operation
+
+
+def _split_large_writes(ops: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """(index of the original operation, operation), big writes cut into appended chunks."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    for origin, op in enumerate(ops):
+        if op["op"] != "write" or len(op["b64"]) <= _CHUNK_B64:
+            out.append((origin, op))
+            continue
+        data = op["b64"]
+        # chunks at multiples of 4 base64 characters decode independently
+        pieces = [data[i : i + _CHUNK_B64] for i in range(0, len(data), _CHUNK_B64)]
+        for index, piece in enumerate(pieces):
+            chunk = {"op": "write", "path": op["path"], "b64": piece}
+            if index:
+                chunk["append"] = True
+            if index == len(pieces) - 1:
+                for key in ("mode", "mtime_days_ago"):
+                    if key in op:
+                        chunk[key] = op[key]
+            out.append((origin, chunk))
+    return out
+
+
+def applier_commands(ops: list[dict[str, Any]]) -> list[tuple[list[str], list[int]]]:
+    """The commands that apply ``ops``: ``python3 -c <applier> <payload>``, as few as Linux's
+    argument limit allows, each with the index (in ``ops``) of every operation it carries
+    (the applier reports a failure by its position in its own payload).
+
+    Raises:
+        StepFailed: when one operation alone is too big for a command line.
+    """
+    source = apply_script_source()
+    commands: list[tuple[list[str], list[int]]] = []
+    batch: list[dict[str, Any]] = []
+    origins: list[int] = []
+    size = 0
+
+    def flush() -> None:
+        nonlocal batch, origins, size
+        if batch:
+            commands.append((["python3", "-c", source, ops_payload(batch)], origins))
+        batch, origins, size = [], [], 0
+
+    for origin, op in _split_large_writes(ops):
+        op_size = len(json.dumps(op, ensure_ascii=False).encode("utf-8")) + 1
+        if op_size > MAX_OPS_JSON:
+            raise StepFailed(f"a {op['op']} operation of {op_size} bytes does not fit in one command line "
+                             f"(limit {MAX_OPS_JSON}); split its values")
+        if batch and size + op_size > MAX_OPS_JSON:
+            flush()
+        batch.append(op)
+        origins.append(origin)
+        size += op_size
+    flush()
+    return commands
 
 
 # --------------------------------------------------------------------------- validation
@@ -188,6 +243,9 @@ def file_bytes(params: dict[str, Any], tasks_dir: Path | None) -> bytes:
     return run_generator(value, params.get("args") or {}, tasks_dir)
 
 
+# Builds run in threads (`osguard check -w N`) and imports swap entries of the process-wide
+# sys.modules and sys.path: one import at a time.
+_IMPORT_LOCK = threading.Lock()
 _GENERATOR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -216,19 +274,20 @@ def load_generator(ref: str, tasks_dir: Path | None) -> Callable[..., Any]:
     def owned() -> dict[str, Any]:
         return {name: mod for name, mod in sys.modules.items() if name == top or name.startswith(top + ".")}
 
-    saved = owned()
-    for name in saved:
-        del sys.modules[name]
-    sys.path.insert(0, str(root))
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # a generator is third-party code: report, don't crash
-        raise StepFailed(f"generator {ref!r} failed: {type(exc).__name__}: {exc}") from None
-    finally:
-        sys.path.remove(str(root))
-        for name in owned():
+    with _IMPORT_LOCK:
+        saved = owned()
+        for name in saved:
             del sys.modules[name]
-        sys.modules.update(saved)
+        sys.path.insert(0, str(root))
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # a generator is third-party code: report, don't crash
+            raise StepFailed(f"generator {ref!r} failed: {type(exc).__name__}: {exc}") from None
+        finally:
+            sys.path.remove(str(root))
+            for name in owned():
+                del sys.modules[name]
+            sys.modules.update(saved)
     function = getattr(module, function_name, None)
     if not callable(function):
         names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]

@@ -1,7 +1,7 @@
 """One renderer, two paths: the builder and the OSWorld export make identical files.
 
 For every file-making step type, a variant is built twice in two real local environments:
-once by the builder (``run_steps``: rendered operations applied through ``/run_python``),
+once by the builder (``run_steps``: rendered operations applied through ``env.execute``),
 once by running its exported OSWorld ``config`` step by step through ``env.execute`` (as
 OSWorld's SetupController would). Both homes are probed and their manifests (type, mode,
 owner, size, content hash, link target of every path) must be equal.
@@ -250,3 +250,19 @@ def test_render_is_pure_and_validates(suite: Path) -> None:
 
 def test_applier_source_names_its_failure_marker() -> None:
     assert f'FAILED_MARKER = "{APPLY_FAILED_MARKER}"' in apply_script_source()
+
+
+def test_generators_load_safely_from_many_threads(suite: Path) -> None:
+    """Regression: `osguard check -w 2` builds in threads, and two generator imports swapping
+    sys.modules entries at once failed with KeyError: 'generators'."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    tasks = suite.parents[2] / "tasks"
+
+    def make(seed: int) -> bytes:
+        return render("generate", {"path": "~/g.bin", "generator": "gen.blobs:noise",
+                                   "args": {"size": 16, "seed": seed}}, tasks_dir=tasks)[0]["b64"]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(make, [i % 4 for i in range(400)]))
+    assert results == [make(i % 4) for i in range(400)]

@@ -187,7 +187,7 @@ class LocalProvider:
         )
         try:
             hello = _read_line(supervisor, timeout)
-        except EnvironmentError_:
+        except BaseException:
             _kill_supervisor(supervisor.pid, supervisor)
             _cleanup(config)
             raise
@@ -209,6 +209,9 @@ class LocalProvider:
             env.stop()
             Path(config["log_path"]).unlink(missing_ok=True)
             raise EnvironmentError_(f"local environment {env_id} did not start: {exc}{log_tail}") from None
+        except BaseException:  # Ctrl-C while waiting: never leave a half-started sandbox behind
+            env.stop()
+            raise
         env.capabilities = self._capabilities(server, cgroups.notes)
         _state.write_record({
             "id": env_id, "provider": self.name, "endpoint": endpoint, "created": time.time(),

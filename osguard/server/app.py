@@ -93,9 +93,9 @@ def _expand(path: str) -> str:
 
 def _command_argv(command: Any, shell: bool) -> list[str] | str:
     if shell:
-        if isinstance(command, list):
-            return " ".join(command)
-        return str(command)
+        # A list with shell=True behaves as in OSWorld's subprocess.run: the first item is
+        # the script, the others its positional parameters ($0, $1, ...).
+        return [str(arg) for arg in command] if isinstance(command, list) else str(command)
     if isinstance(command, str):
         command = shlex.split(command)
     if not isinstance(command, list):

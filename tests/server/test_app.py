@@ -171,3 +171,9 @@ def test_requests_for_another_environment_are_refused(url: str, monkeypatch: pyt
     assert (response.status_code, response.json()) == (421, {"error": "this is environment local-new, not local-old"})
     assert httpx.get(url + "/platform", headers={"X-Osguard-Env": "local-new"}).text == "Linux"
     assert httpx.get(url + "/platform").text == "Linux"  # OSWorld's own clients send no header
+
+
+def test_shell_with_a_list_is_script_and_parameters(url: str) -> None:
+    """As subprocess.run(list, shell=True) in OSWorld's server: item 0 is the script."""
+    response = httpx.post(url + "/execute", json={"command": ["echo $0-$1", "zero", "one"], "shell": True})
+    assert response.json()["output"] == "zero-one\n"

@@ -152,6 +152,11 @@ def cleanup_dirs(config: dict, keep_log: bool = False) -> None:
 
     if not config.get("keep_home"):
         shutil.rmtree(config["env_dir"], ignore_errors=True)
+        try:  # the per-state-folder parent below /var/lib/osguard, once its last env is gone
+            if Path(config["env_dir"]).parent.parent.name == "sandboxes":
+                os.rmdir(Path(config["env_dir"]).parent)
+        except OSError:
+            pass
     else:
         for name in ("run", "etc"):
             shutil.rmtree(os.path.join(config["env_dir"], name), ignore_errors=True)

@@ -151,6 +151,8 @@ class LocalProvider:
         home_dir, run_dir, etc_dir = env_dir / "home", env_dir / "run", env_dir / "etc"
         for folder in (home_dir, run_dir):
             folder.mkdir(parents=True, exist_ok=True)
+        for folder in (env_dir.parent, env_dir):
+            os.chmod(folder, 0o755)  # whatever the umask: the sandbox's uid must traverse them
         for name in HOME_FOLDERS:
             (home_dir / name).mkdir(exist_ok=True)
         _sandbox.write_etc(etc_dir)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Set up osguard on a fresh Debian/Ubuntu machine: system packages (as root or with sudo),
-# then a virtualenv in .venv with osguard installed. `--dev` adds the test dependencies.
+# then a virtualenv in .venv with osguard installed. `--dev` adds the test dependencies
+# (and desktop-env without its heavy dependencies: the tests drive osguard environments with
+# OSWorld's own PythonController and SetupController).
 # Idempotent: re-running only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +39,8 @@ fi
 target="."
 if [ "$dev" = 1 ]; then target=".[dev]"; fi
 log=$(mktemp -t osguard-pip.XXXXXX)
-if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e "$target"; } >"$log" 2>&1; then
+if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e "$target" \
+      && { [ "$dev" = 0 ] || .venv/bin/python -m pip install -q --no-deps desktop-env==1.0.2; }; } >"$log" 2>&1; then
   tail -n 40 "$log" >&2
   echo "osguard: pip install failed (full log: $log)" >&2
   exit 1

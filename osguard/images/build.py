@@ -204,7 +204,6 @@ def context_files(flavor: str) -> dict[str, bytes]:
     The server is copied in as a package of its own: it imports nothing else from
     osguard, so a stub ``osguard/__init__.py`` is enough beside it.
     """
-    spec = get_flavor(flavor)
     files = {
         "Dockerfile": dockerfile_text(flavor).encode(),
         "entrypoint.sh": (_HERE / "entrypoint.sh").read_bytes(),

@@ -189,9 +189,9 @@ class DockerProvider:
 
     def available(self) -> str | None:
         """None when containers can start here, else why not (no SDK, engine or image)."""
-        try:
-            import docker  # noqa: F401
-        except ImportError:
+        import importlib.util
+
+        if importlib.util.find_spec("docker") is None:
             return "the docker Python SDK is not installed: pip install docker"
         try:
             self._resolve(None)

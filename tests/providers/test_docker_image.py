@@ -8,6 +8,8 @@ first); without them they skip and say why.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -306,3 +308,19 @@ def test_a_failing_build_step_is_reported_with_its_output(monkeypatch, tmp_path)
                           "returned a non-zero code: 1")
     assert "osguard-broken-layer" in message.splitlines()[1:]
     assert find_image("full") is None
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("debootstrap") is None,
+                    reason="needs root and debootstrap (bash scripts/docker-engine.sh installs it)")
+def test_unreachable_mirror_fails_the_bootstrap_and_keeps_the_old_base(monkeypatch):
+    client = engine_client()
+    existing = image_build._image_exists(client, image_build.DEBIAN_BASE_IMAGE)
+    before = existing.id if existing is not None else None
+    monkeypatch.setenv("OSGUARD_DEBIAN_MIRROR", "http://127.0.0.1:9/debian")  # discard port: refused
+    with pytest.raises(OsguardError) as err:
+        image_build.ensure_debian_base(client, force=True)
+    assert str(err.value).startswith("debootstrap from http://127.0.0.1:9/debian failed (exit 1):\n")
+    if before is not None:
+        assert client.images.get(image_build.DEBIAN_BASE_IMAGE).id == before
+    assert not list(Path("/var/tmp").glob("osguard-debootstrap-*"))

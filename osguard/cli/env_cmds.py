@@ -247,6 +247,10 @@ def down_cmd(
 
         for stray in clean_strays():
             typer.echo(f"cleaned stray {stray}")
+        from osguard.providers.docker import DockerProvider
+
+        for name in DockerProvider.cleanup_all(own_state_only=True):  # [] without an engine
+            typer.echo(f"cleaned stray container {name}")
         if not records:
             typer.echo("no running environments")
         return

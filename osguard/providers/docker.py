@@ -217,7 +217,9 @@ class DockerProvider:
         client = self._engine()
         port = allocate_port()
         name = f"osguard-{uuid.uuid4().hex[:12]}"
-        labels = {LABEL: "1", "osguard.provider": "docker", "osguard.env": name, "osguard.port": str(port)}
+        labels = {LABEL: "1", "osguard.provider": "docker", "osguard.env": name, "osguard.port": str(port),
+                  # which state folder recorded it: `env down --all` cleans only its own strays
+                  "osguard.state": str(_state.state_dir().resolve())}
         created: list[str] = []
 
         def stop() -> None:
@@ -357,9 +359,14 @@ class DockerProvider:
         return image.id
 
     @staticmethod
-    def cleanup_all() -> list[str]:
+    def cleanup_all(own_state_only: bool = False) -> list[str]:
         """Remove every container labelled ``osguard=1`` (running or not); returns the
         environment names removed. Empty when no engine answers (nothing can be left then).
+
+        Args:
+            own_state_only: only containers started under this process's state folder
+                (``$OSGUARD_STATE_DIR``), so cleaning one set of environments never stops
+                another user's or another run's.
         """
         try:
             from osguard.images.build import engine_client
@@ -367,7 +374,10 @@ class DockerProvider:
             client = engine_client(timeout=30)
         except ProviderUnavailable:
             return []
-        containers = client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
+        wanted = [f"{LABEL}=1"]
+        if own_state_only:
+            wanted.append(f"osguard.state={_state.state_dir().resolve()}")
+        containers = client.containers.list(all=True, filters={"label": wanted})
         # Forwarders first: they hold the environments' socket volumes.
         containers.sort(key=lambda c: c.labels.get("osguard.role") != "port")
         removed: list[str] = []

@@ -314,6 +314,24 @@ def test_record_lets_another_process_attach_and_tear_down(provider):
     assert not engine_client().containers.list(all=True, filters={"label": f"osguard.env={environment.info.id}"})
 
 
+def test_cleanup_of_own_state_leaves_other_state_folders_alone(provider, tmp_path, monkeypatch):
+    """`osguard env down --all` under one state folder must never stop containers that another
+    state folder (another user's or another run's environments) started."""
+    monkeypatch.setenv("OSGUARD_STATE_DIR", str(tmp_path / "other"))
+    other = provider.start()
+    monkeypatch.setenv("OSGUARD_STATE_DIR", str(tmp_path / "mine"))
+    mine = provider.start()
+    try:
+        removed = DockerProvider.cleanup_all(own_state_only=True)
+        assert removed == [mine.info.id]
+        assert mine.is_alive() is False
+        assert other.is_alive() is True
+    finally:
+        monkeypatch.setenv("OSGUARD_STATE_DIR", str(tmp_path / "other"))
+        other.stop()
+        mine.stop()
+
+
 def test_cleanup_all_removes_strays(provider):
     """Last in this file: it removes every osguard container on the engine, as `env down --all` does."""
     stray = provider.start()

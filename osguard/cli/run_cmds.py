@@ -37,6 +37,8 @@ def run_cmd(
     guardrail_base_url: Optional[str] = typer.Option(None, "--guardrail-base-url", help="Endpoint of an LLM guardrail (default: the verifier's own default)."),
     guardrail_api_key: Optional[str] = typer.Option(None, "--guardrail-api-key", help="API key of an LLM guardrail's endpoint."),
     action_timeout: float = typer.Option(60.0, "--action-timeout", help="Seconds one action may run."),
+    step_timeout: float = typer.Option(300.0, "--step-timeout", help="Seconds each agent proposal and each guardrail verdict may take; a late one ends the episode as agent_error."),
+    episode_timeout: float = typer.Option(1800.0, "--episode-timeout", help="Wall-clock seconds per episode; on expiry agent_error, not evaluated."),
     no_step_probe: bool = typer.Option(False, "--no-step-probe", help="Skip the probe after each step (no first_violation_step)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Live progress display."),
     standard: bool = typer.Option(False, "--standard", help="Standard OSWorld executions: the variants' base tasks (setup only, no hazards), judged by success alone; a source for 'osguard items build'."),
@@ -83,6 +85,7 @@ def run_cmd(
         retry_budget=retry_budget, resume=resume, progress=progress, agent_options=agent_options,
         guardrail_options=guardrail_options, step_probe=not no_step_probe, action_timeout=action_timeout,
         seed=seed, command_line=["osguard", *sys.argv[1:]], standard=standard,
+        step_timeout=step_timeout, episode_timeout=episode_timeout,
     )
     from osguard.report import load_run, render_markdown
 

@@ -15,6 +15,16 @@ invariant is checked against the baseline, so each invariant's first violating s
 known. The episode ends through ``osguard.builder.finish_episode`` (postconfig, final
 probe, evaluation), as the reference checks do.
 
+Timeouts: every call into the agent (``reset``, ``propose``) and the guardrail (``judge``)
+runs in a daemon worker thread and must return within ``step_timeout`` seconds, else the
+episode ends as ``agent_error`` ("agent proposal timed out after N s at step K"). Python
+cannot kill a thread: a stuck plug-in thread is *abandoned*, not killed (it keeps running
+in the background until it returns or the process exits; its result is ignored). The
+episode also has a wall-clock limit, ``episode_timeout``, checked between steps and
+bounding every wait above (and each action's timeout); on expiry the episode ends as
+``agent_error`` ("episode timed out after N s") *without* evaluation, since the state may
+be mid-action.
+
 A *standard* episode (``standard=True``) runs the variant's base task: setup steps only, no
 hazards, judged by the success check alone (``safe_success`` / ``task_failure``); these
 are SCOUT's "standard OSWorld executions".
@@ -42,6 +52,7 @@ if TYPE_CHECKING:
     from osguard.spec.model import Variant
 
 OUTPUT_LIMIT = 20000  # characters of command output kept per step record
+_POLL = 0.2  # seconds between cancel checks while waiting for an agent or guardrail call
 
 
 class Interrupted(Exception):
@@ -163,6 +174,8 @@ def run_episode(
     wait_seconds: float = 1.0,
     cancel: threading.Event | None = None,
     standard: bool = False,
+    step_timeout: float | None = 300.0,
+    episode_timeout: float | None = 1800.0,
 ) -> EpisodeResult:
     """Run one episode of ``variant`` and write its folder under ``run_dir/episodes``.
 
@@ -185,9 +198,18 @@ def run_episode(
         cancel: set by the run to stop early.
         standard: run the base task (no hazards) judged by success alone; outcome.json
             says ``"standard": true`` and no invariant is probed or checked.
+        step_timeout: seconds each agent call (reset, propose) and each guardrail verdict
+            may take; a late call ends the episode as ``agent_error`` and its thread is
+            abandoned (not killed). None: no limit.
+        episode_timeout: wall-clock seconds for the whole episode (build included),
+            checked between steps and bounding every wait; on expiry ``agent_error``
+            "episode timed out after N s", not evaluated. None: no limit.
     """
     if retry_budget < 0:
         raise OsguardError(f"retry budget {retry_budget}: expected an integer >= 0")
+    for flag, value in (("--step-timeout", step_timeout), ("--episode-timeout", episode_timeout)):
+        if value is not None and not value > 0:
+            raise OsguardError(f"{flag} {value:g}: expected a number of seconds > 0")
     episode_id = episode_id or variant.id
     writer = EpisodeWriter(Path(run_dir), episode_id)
     ep = _Episode(variant, writer, standard)
@@ -200,10 +222,21 @@ def run_episode(
     final_block: dict[str, Any] | None = None
     env_info: dict[str, Any] = {}
     pending: dict[str, Any] | None = None
+    timeout_info: dict[str, Any] | None = None  # outcome.json "timeout" when a limit ended it
+    deadline = start + episode_timeout if episode_timeout is not None else None
 
     def check_cancel() -> None:
         if cancel is not None and cancel.is_set():
             raise Interrupted()
+
+    def check_deadline(step: int | None) -> None:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise _Timeout(f"episode timed out after {episode_timeout:g} s", "episode", episode_timeout, step)
+
+    def bounded(fn: Any, what: str, kind: str, step: int) -> Any:
+        """``fn()`` within the step timeout and the episode's deadline."""
+        return _call_with_timeout(fn, what=what, kind=kind, step=step, step_timeout=step_timeout,
+                                  deadline=deadline, episode_timeout=episode_timeout, cancel=cancel)
 
     try:
         check_cancel()
@@ -215,15 +248,19 @@ def run_episode(
         env_info = {"id": env.info.id, "provider": env.info.provider, "image": env.info.image,
                     "capabilities": env.capabilities.to_json()}
         check_cancel()
+        check_deadline(None)
         request = built.request if step_probe and not standard else None
         try:
-            agent.reset(variant.base.instruction, variant)
+            bounded(lambda: agent.reset(variant.base.instruction, variant), "agent reset", "agent", 0)
+        except (_Timeout, Interrupted):
+            raise
         except Exception as exc:
             raise _AgentFailure(str(exc) if isinstance(exc, OsguardError) else f"{agent.name}: {type(exc).__name__}: {exc}") from exc
         shell_output: str | None = None
         last_action: Action | None = None
         while True:
             check_cancel()
+            check_deadline(ep.steps)
             if ep.steps >= max_steps:
                 reason = f"reached the step limit ({max_steps})"
                 break
@@ -241,12 +278,13 @@ def run_episode(
             pending = step_record  # written by the error paths if the step does not complete
             for attempt in range(retry_budget + 1):
                 check_cancel()
+                check_deadline(step)
                 t0 = time.monotonic()
                 try:
-                    proposal = agent.propose(obs, feedback)
+                    proposal = bounded(lambda: agent.propose(obs, feedback), "agent proposal", "agent", step)
                 except (AgentError, ModelError) as exc:
                     raise _AgentFailure(str(exc)) from exc
-                except Interrupted:
+                except (Interrupted, _Timeout):
                     raise
                 except Exception as exc:  # a plug-in's bug is still the agent's failure
                     raise _AgentFailure(f"{agent.name}: {type(exc).__name__}: {exc}") from exc
@@ -264,7 +302,8 @@ def run_episode(
                 if guardrail is None or not _judged(action):
                     chosen = action
                     break
-                verdict = _judge(guardrail, variant.base.instruction, action, obs)
+                verdict = _judge(guardrail, variant.base.instruction, action, obs,
+                                 lambda fn: bounded(fn, "guardrail verdict", "guardrail", step))
                 _add_usage(ep.guardrail_tokens, verdict.usage)
                 ep.guardrail_latency += verdict.latency_s
                 record["verdict"] = verdict.to_json()
@@ -300,7 +339,11 @@ def run_episode(
                 last_action = chosen
                 step_record["result"] = None
             else:
-                result = env.run_action(chosen, workdir=built.workdir, timeout=action_timeout)
+                timeout = action_timeout
+                if deadline is not None:
+                    # an action may not outlive the episode (a minimum so it can still start)
+                    timeout = min(action_timeout, max(deadline - time.monotonic(), 1.0))
+                result = env.run_action(chosen, workdir=built.workdir, timeout=timeout)
                 ep.executed.append(chosen.render())
                 last_action = chosen
                 shell_output = (result.output or "") + (result.error or "")
@@ -330,6 +373,10 @@ def run_episode(
         writer.discard()
         _stop(env)
         raise
+    except _Timeout as exc:
+        # not evaluated: the state may be mid-action, and a stuck call may still act on it
+        outcome, reason = Outcome.AGENT_ERROR, str(exc)
+        timeout_info = {"kind": exc.kind, "limit_s": exc.limit_s, "step": exc.step}
     except _AgentFailure as exc:
         outcome, reason = Outcome.AGENT_ERROR, str(exc)
     except _EnvFailure as exc:
@@ -389,6 +436,9 @@ def run_episode(
         "retry_budget": retry_budget,
         "max_steps": max_steps,
         "final_block": final_block,
+        "timeout": timeout_info,
+        "step_timeout": step_timeout,
+        "episode_timeout": episode_timeout,
         "evaluation": evaluation,
         "environment": env_info,
         "build": record,
@@ -410,15 +460,84 @@ class _EnvFailure(Exception):
     pass
 
 
-def _judge(guardrail: "Verifier", instruction: str, action: Action, obs: Observation) -> Any:
-    """Ask the guardrail about one proposal, from the allowlisted input only."""
+class _Timeout(Exception):
+    """A step or episode limit ran out (ends the episode as agent_error, not evaluated)."""
+
+    def __init__(self, message: str, kind: str, limit_s: float | None, step: int | None):
+        super().__init__(message)
+        self.kind = kind  # "agent" | "guardrail" | "episode"
+        self.limit_s = limit_s
+        self.step = step
+
+
+class _Call:
+    """One call run in a daemon thread; the waiter reads ``result``/``error`` once ``done``."""
+
+    def __init__(self, fn: Any):
+        self.fn = fn
+        self.done = threading.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self.fn()
+        except BaseException as exc:  # handed to the waiter (or dropped if it gave up)
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+def _call_with_timeout(fn: Any, *, what: str, kind: str, step: int, step_timeout: float | None,
+                       deadline: float | None, episode_timeout: float | None,
+                       cancel: threading.Event | None) -> Any:
+    """Run ``fn()`` in a daemon thread and wait at most ``step_timeout`` seconds (and never
+    past the episode's ``deadline``), checking ``cancel`` while waiting.
+
+    Python cannot kill a thread, so on timeout the call is abandoned: its daemon thread
+    keeps running until ``fn`` returns (or the process exits) and its result is dropped.
+
+    Raises:
+        _Timeout: the step timeout or the episode deadline ran out first.
+        Interrupted: ``cancel`` was set while waiting.
+        whatever ``fn`` raised.
+    """
+    call = _Call(fn)
+    worker = threading.Thread(target=call.run, name=f"osguard-{kind}-call", daemon=True)
+    started = time.monotonic()
+    worker.start()
+    step_end = started + step_timeout if step_timeout is not None else None
+    while True:
+        now = time.monotonic()
+        ends = [t for t in (step_end, deadline) if t is not None]
+        wait_s = min([*(t - now for t in ends), _POLL]) if cancel is not None else (min(ends) - now if ends else None)
+        if call.done.wait(timeout=max(wait_s, 0.0) if wait_s is not None else None):
+            break
+        if cancel is not None and cancel.is_set():
+            raise Interrupted()
+        now = time.monotonic()
+        if deadline is not None and now >= deadline and (step_end is None or deadline <= step_end):
+            raise _Timeout(f"episode timed out after {episode_timeout:g} s", "episode", episode_timeout, step)
+        if step_end is not None and now >= step_end:
+            raise _Timeout(f"{what} timed out after {step_timeout:g} s at step {step}", kind, step_timeout, step)
+    if call.error is not None:
+        raise call.error
+    return call.result
+
+
+def _judge(guardrail: "Verifier", instruction: str, action: Action, obs: Observation,
+           bounded: Any = None) -> Any:
+    """Ask the guardrail about one proposal, from the allowlisted input only (through
+    ``bounded(fn)``, the step-timeout wrapper, when given)."""
     from osguard.scout.types import Verdict, VerifierInput
 
     item = VerifierInput(instruction=instruction, action=action, screenshot=obs.screenshot,
                          accessibility_tree=obs.accessibility_tree, shell_output=obs.shell_output)
     t0 = time.monotonic()
     try:
-        verdict = guardrail.judge(item)
+        verdict = bounded(lambda: guardrail.judge(item)) if bounded is not None else guardrail.judge(item)
+    except (_Timeout, Interrupted):
+        raise
     except Exception as exc:
         raise _AgentFailure(f"guardrail {getattr(guardrail, 'name', '?')}: {type(exc).__name__}: {exc}") from exc
     if not verdict.latency_s:

@@ -329,6 +329,8 @@ def run_suite(
     command_line: list[str] | None = None,
     skip_unsupported: bool = True,
     standard: bool = False,
+    step_timeout: float = 300.0,
+    episode_timeout: float = 1800.0,
 ) -> RunSummary:
     """Run every variant once with ``agent_spec`` (guarded by ``guardrail_spec`` if given).
 
@@ -358,6 +360,13 @@ def run_suite(
             hazards), judged by success alone (``safe_success`` / ``task_failure``); the
             manifest and every outcome.json say ``"standard": true`` (``osguard items
             build`` takes such runs as its ``standard`` source).
+        step_timeout: seconds each agent proposal (and reset) and each guardrail verdict
+            may take; a late one ends that episode as ``agent_error`` ("agent proposal
+            timed out after N s at step K") and the run goes on. The stuck call's thread
+            is abandoned, not killed (Python cannot kill threads).
+        episode_timeout: wall-clock seconds per episode, checked between steps and
+            bounding every wait; on expiry ``agent_error`` ("episode timed out after N s"),
+            not evaluated.
 
     Raises:
         OsguardError: bad arguments, a non-empty out_dir without resume, a manifest
@@ -369,6 +378,9 @@ def run_suite(
         raise OsguardError(f"--max-steps {max_steps}: expected an integer >= 1")
     if retry_budget < 0:
         raise OsguardError(f"--retry-budget {retry_budget}: expected an integer >= 0")
+    for flag, value in (("--step-timeout", step_timeout), ("--episode-timeout", episode_timeout)):
+        if not value > 0:  # also rejects NaN
+            raise OsguardError(f"{flag} {value:g}: expected a number of seconds > 0")
     variants = list(variants)
     if not variants:
         raise OsguardError("no variants to run")
@@ -426,6 +438,8 @@ def run_suite(
         "image": getattr(provider_obj, "image", None),
         "max_steps": max_steps,
         "retry_budget": retry_budget,
+        "step_timeout": step_timeout,
+        "episode_timeout": episode_timeout,
         "workers": workers,
         "seed": seed,
         "step_probe": step_probe and not standard,
@@ -478,7 +492,7 @@ def run_suite(
             result = run_episode(variant, agent, guardrail, provider=tracked, run_dir=run_dir,
                                  episode_id=variant.id, max_steps=max_steps, retry_budget=retry_budget,
                                  step_probe=step_probe, action_timeout=action_timeout, cancel=tracker.cancel,
-                                 standard=standard)
+                                 standard=standard, step_timeout=step_timeout, episode_timeout=episode_timeout)
         except Interrupted:
             return None
         finally:

@@ -206,3 +206,43 @@ def test_cli_flags_reach_the_manifest_and_the_episode(tmp_path):
     assert bad.returncode == 2
     assert "--step-timeout 0: expected a number of seconds > 0" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_ctrl_c_during_a_stuck_proposal_stops_the_run_at_once(tmp_path):
+    """Waiting for a hung plug-in does not make the run deaf to SIGINT: exit 130, the
+    environment stopped, nothing recorded for the interrupted episode."""
+    import os
+    import signal
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "tt-hang-agent.yaml").write_text(
+        (SUITE / "rt-rename-todo.yaml").read_text().replace("id: rt-rename-todo", "id: tt-hang-agent"))
+    out = tmp_path / "run"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "PYTHONPATH": str(DATA),
+           "OSGUARD_STATE_DIR": str(tmp_path / "envs")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "osguard", "run", str(suite), "--agent", "python:timeout_plugins:agent",
+         "--step-timeout", "120", "--out", str(out), "--no-progress"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not list(out.glob("live-envs/*.json")):
+            assert time.monotonic() < deadline and proc.poll() is None, "the environment never came up"
+            time.sleep(0.1)
+        time.sleep(1.5)  # reset and the first observation are quick; the proposal now hangs
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=15)
+        assert time.monotonic() - t0 < 10
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "run interrupted by SIGINT" in err and "Traceback" not in err
+    assert not list((out / "live-envs").glob("*.json"))
+    results = out / "results.jsonl"
+    assert not results.exists() or results.read_text() == ""
+    assert [p.name for p in (out / "episodes").iterdir()] == []
+    assert not list((tmp_path / "envs").glob("*.json"))

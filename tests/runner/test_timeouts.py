@@ -211,7 +211,6 @@ def test_cli_flags_reach_the_manifest_and_the_episode(tmp_path):
 def test_ctrl_c_during_a_stuck_proposal_stops_the_run_at_once(tmp_path):
     """Waiting for a hung plug-in does not make the run deaf to SIGINT: exit 130, the
     environment stopped, nothing recorded for the interrupted episode."""
-    import os
     import signal
 
     suite = tmp_path / "suite"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -99,6 +100,15 @@ def test_dead_environment_raises_environment_dead() -> None:
         os.kill(supervisor, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while _state.pid_alive(supervisor) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # The forwarder goes down with its supervisor a moment later; until then a request
+        # can still be accepted and dropped (the "stopped answering during" wording).
+        port = int(env.info.endpoint.rsplit(":", 1)[1])
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            except OSError:
+                break
             time.sleep(0.05)
         with pytest.raises(EnvironmentDead) as caught:
             env.run_bash("echo hi")

@@ -19,12 +19,12 @@ Handlers raise ``StepFailed`` with a plain message; ``run_steps`` turns it into 
 
 from __future__ import annotations
 
-import difflib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from osguard._registry import did_you_mean
 from osguard.errors import BuildError, EnvironmentDead
 from osguard.spec.render import (  # noqa: F401  (load_generator, xlsx_bytes, docx_bytes: re-exported)
     APPLY_FAILED_MARKER,
@@ -304,8 +304,7 @@ def get_step(name: str, phase: str = "setup") -> StepHandler:
     try:
         return STEPS[name]
     except KeyError:
-        close = difflib.get_close_matches(name, list(STEPS), n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else f"; known: {', '.join(sorted(STEPS))}"
+        hint = did_you_mean(name, STEPS) or f"; known: {', '.join(sorted(STEPS))}"
         raise StepFailed(f"unknown step type {name!r}{hint}") from None
 
 

@@ -27,8 +27,7 @@ def resolve_variants(selectors: list[str] | None) -> list["Variant"]:
         OsguardError: for an id that is in no suite (with the nearest id).
         SpecError: when a spec is invalid (every problem listed).
     """
-    import difflib
-
+    from osguard._registry import did_you_mean
     from osguard.spec import load_suite
 
     if not selectors:
@@ -40,9 +39,8 @@ def resolve_variants(selectors: list[str] | None) -> list["Variant"]:
         suite = {v.id: v for v in load_suite(None)}
         for variant_id in ids:
             if variant_id not in suite:
-                close = difflib.get_close_matches(variant_id, list(suite), n=1)
-                hint = f"; did you mean '{close[0]}'?" if close else ""
-                raise OsguardError(f"no variant file or id {variant_id!r} in the suite{hint}")
+                raise OsguardError(f"no variant file or id {variant_id!r} in the suite"
+                                   f"{did_you_mean(variant_id, suite)}")
             variants.append(suite[variant_id])
     seen: set[str] = set()
     unique = []

@@ -44,10 +44,9 @@ def _pick(env_id: str | None) -> dict[str, Any]:
         if record["id"] == env_id:
             return record
     known = ", ".join(r["id"] for r in records) or "none are running"
-    import difflib
+    from osguard._registry import did_you_mean
 
-    close = difflib.get_close_matches(env_id, [r["id"] for r in records], n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    hint = did_you_mean(env_id, (r["id"] for r in records))
     raise OsguardError(f"no environment {env_id!r} (running: {known}){hint}")
 
 

@@ -8,12 +8,12 @@ task JSON, ``ctx`` carries the environment and a cache directory where fetched f
 
 from __future__ import annotations
 
-import difflib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from osguard._registry import did_you_mean
 from osguard.errors import OsguardError, UnknownNameError
 
 if TYPE_CHECKING:
@@ -159,8 +159,7 @@ def get_getter(name: str) -> Getter:
     try:
         return GETTERS[name]
     except (KeyError, TypeError):
-        close = difflib.get_close_matches(str(name), list(GETTERS), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UnknownNameError(
-            f"unknown OSWorld getter type {name!r}{hint} (supported: {', '.join(sorted(GETTERS))})"
+            f"unknown OSWorld getter type {name!r}{did_you_mean(str(name), GETTERS)} "
+            f"(supported: {', '.join(sorted(GETTERS))})"
         ) from None

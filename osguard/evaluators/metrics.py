@@ -20,6 +20,7 @@ import re
 import sqlite3
 from typing import Any, Callable
 
+from osguard._registry import did_you_mean
 from osguard.errors import UnknownNameError
 
 Metric = Callable[..., Any]
@@ -582,7 +583,6 @@ def resolve_metric(name: str) -> Metric:
         upstream = None
     if upstream is not None and callable(getattr(upstream, name, None)):
         return getattr(upstream, name)
-    close = difflib.get_close_matches(str(name), list(METRICS), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    hint = did_you_mean(str(name), METRICS)
     extra = "" if upstream is not None else " (install osguard[osworld] for desktop-env's other metrics)"
     raise UnknownNameError(f"unknown OSWorld metric {name!r}{hint}{extra}")

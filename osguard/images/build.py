@@ -176,11 +176,10 @@ def get_flavor(name: str) -> Flavor:
     try:
         return FLAVORS[name]
     except KeyError:
-        import difflib
+        from osguard._registry import did_you_mean
 
-        close = difflib.get_close_matches(name, FLAVORS, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise OsguardError(f"unknown image flavour {name!r}: expected one of {', '.join(FLAVORS)}{hint}") from None
+        raise OsguardError(f"unknown image flavour {name!r}: expected one of {', '.join(FLAVORS)}"
+                           f"{did_you_mean(name, FLAVORS)}") from None
 
 
 def _server_files() -> dict[str, bytes]:

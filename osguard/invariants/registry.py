@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import copy
-import difflib
 from typing import TYPE_CHECKING, Any, Iterable
 
+from osguard._registry import did_you_mean
 from osguard.errors import UnknownNameError
 from osguard.invariants.base import InvariantKind, merge_requests
 from osguard.invariants.kinds import BUILTIN_KINDS
@@ -38,10 +38,8 @@ def get_kind(name: str) -> InvariantKind:
     try:
         return KINDS[name]
     except (KeyError, TypeError):
-        close = difflib.get_close_matches(str(name), list(KINDS), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UnknownNameError(
-            f"unknown invariant kind {name!r}{hint} (known: {', '.join(sorted(KINDS))})"
+            f"unknown invariant kind {name!r}{did_you_mean(str(name), KINDS)} (known: {', '.join(sorted(KINDS))})"
         ) from None
 
 

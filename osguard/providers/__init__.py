@@ -13,10 +13,10 @@ not installed) still shows up, with ``available()`` telling why it cannot run::
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from osguard._registry import did_you_mean
 from osguard.errors import ProviderUnavailable, UnknownNameError
 from osguard.providers.base import (
     Capabilities,
@@ -68,10 +68,9 @@ def get_provider(name: str, **options: Any) -> Provider:
         UnknownNameError: ``name`` is not registered (the message suggests the nearest).
     """
     if name not in PROVIDERS:
-        close = difflib.get_close_matches(name, list(PROVIDERS), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UnknownNameError(
-            f"unknown provider {name!r}: expected one of {', '.join(sorted(PROVIDERS))}{hint}"
+            f"unknown provider {name!r}: expected one of {', '.join(sorted(PROVIDERS))}"
+            f"{did_you_mean(name, PROVIDERS)}"
         )
     try:
         factory = _load(PROVIDERS[name])

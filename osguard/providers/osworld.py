@@ -110,12 +110,10 @@ def desktop_env_kwargs(options: Mapping[str, Any], environ: Mapping[str, str] | 
     if provider is None:
         raise ProviderUnavailable(NOT_CONFIGURED)
     if provider not in VM_PROVIDERS:
-        import difflib
+        from osguard._registry import did_you_mean
 
-        close = difflib.get_close_matches(str(provider), VM_PROVIDERS, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
         raise OsguardError(f"unknown OSWorld VM provider {provider!r}: expected one of "
-                           f"{', '.join(VM_PROVIDERS)}{hint}")
+                           f"{', '.join(VM_PROVIDERS)}{did_you_mean(str(provider), VM_PROVIDERS)}")
     if accepted is not None:
         unknown = sorted(name for name in kwargs if name not in accepted and name in explicit)
         if unknown:

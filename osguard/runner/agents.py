@@ -18,13 +18,13 @@ action again, so a blocked reference ends as ``retry_termination`` once the budg
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
+from osguard._registry import did_you_mean
 from osguard.actions import Action
 from osguard.errors import OsguardError, UnknownNameError
 
@@ -230,10 +230,9 @@ def check_agent_spec(spec: str) -> None:
     """
     kind, sep, _ = spec.partition(":")
     if kind not in _REGISTRY or not sep:
-        close = difflib.get_close_matches(kind, list(_REGISTRY), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UnknownNameError(
-            f"unknown agent {spec!r}: expected one of {', '.join(f'{k}:...' for k in agent_kinds())}{hint}"
+            f"unknown agent {spec!r}: expected one of {', '.join(f'{k}:...' for k in agent_kinds())}"
+            f"{did_you_mean(kind, _REGISTRY)}"
         )
 
 

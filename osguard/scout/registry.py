@@ -20,12 +20,12 @@ may contain colons):
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from osguard._registry import did_you_mean
 from osguard.errors import UnknownNameError
 from osguard.scout.types import ScoutError, Verifier
 
@@ -87,9 +87,7 @@ def _split(spec: str) -> tuple[_Entry, str | None]:
     if best is None:
         head = spec.split(":", 1)[0]
         candidates = sorted(set(_REGISTRY) | {n.split(":", 1)[0] for n in _REGISTRY})
-        close = difflib.get_close_matches(spec, candidates, n=1) or \
-            difflib.get_close_matches(head, candidates, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
+        hint = did_you_mean(spec, candidates) or did_you_mean(head, candidates)
         raise UnknownNameError(
             f"unknown verifier '{spec}'{hint} (known: {', '.join(verifier_names())})")
     arg = spec[len(best.name) + 1:] if len(spec) > len(best.name) else None

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import difflib
 import functools
 import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from osguard._registry import did_you_mean
 from osguard.errors import Problem, SpecError
 from osguard.spec.model import (
     Base,
@@ -141,12 +141,6 @@ def _json_type(value: Any) -> str:
 def _short(value: Any, limit: int = 40) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def did_you_mean(word: str, candidates: Iterable[str]) -> str:
-    """``"; did you mean 'x'?"`` for the closest candidate, else ``""``."""
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 _X_MESSAGE_VALIDATORS = {"type", "oneOf", "anyOf", "not", "pattern", "minProperties", "maxProperties", "minLength"}

@@ -31,7 +31,6 @@ from __future__ import annotations
 import base64
 import configparser
 import datetime as _dt
-import difflib
 import importlib
 import io
 import json
@@ -41,6 +40,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from osguard._registry import did_you_mean
 from osguard.errors import BuildError
 from osguard.spec.model import Step
 
@@ -291,9 +291,8 @@ def load_generator(ref: str, tasks_dir: Path | None) -> Callable[..., Any]:
     function = getattr(module, function_name, None)
     if not callable(function):
         names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
-        close = difflib.get_close_matches(function_name, names, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise StepFailed(f"generator module {module_name!r} has no function {function_name!r}{hint}")
+        raise StepFailed(f"generator module {module_name!r} has no function {function_name!r}"
+                         f"{did_you_mean(function_name, names)}")
     return function
 
 

@@ -222,15 +222,23 @@ def _ini_key(item: Any, sections: dict[str, Any]) -> tuple[str, str]:
     return section, key
 
 
-def _content_preserved(params: dict[str, Any], base: StateView, final: StateView,
-                       traj: TrajectoryView) -> list[Evidence]:
-    mode = params["mode"]
-    fmt = _CONTENT_FORMATS[mode]
+def _baseline_and_final_config(params: dict[str, Any], base: StateView, final: StateView,
+                               fmt: str) -> tuple[str, Any, Any]:
+    """(final path, baseline config, final config or None) of ``params["path"]`` parsed as ``fmt``.
+
+    A file missing at baseline is a spec error (there is nothing to preserve), not a verdict.
+    """
     path = final.expand(params["path"])
     before = base.config(base.expand(params["path"]), fmt)
     if before is None:
         raise CheckError(f"{params['path']} does not exist in the baseline state (nothing to preserve)")
-    after = final.config(path, fmt)
+    return path, before, final.config(path, fmt)
+
+
+def _content_preserved(params: dict[str, Any], base: StateView, final: StateView,
+                       traj: TrajectoryView) -> list[Evidence]:
+    mode = params["mode"]
+    path, before, after = _baseline_and_final_config(params, base, final, _CONTENT_FORMATS[mode])
     out = _Violations()
     if after is None:
         out.add(path, "present", "absent", "file deleted")
@@ -328,11 +336,7 @@ def _settings_preserved(params: dict[str, Any], base: StateView, final: StateVie
                         traj: TrajectoryView) -> list[Evidence]:
     fmt = params["format"]
     allow = params.get("allow") or []
-    path = final.expand(params["path"])
-    before_data = base.config(base.expand(params["path"]), fmt)
-    if before_data is None:
-        raise CheckError(f"{params['path']} does not exist in the baseline state (nothing to preserve)")
-    after_data = final.config(path, fmt)
+    path, before_data, after_data = _baseline_and_final_config(params, base, final, fmt)
     out = _Violations()
     if after_data is None:
         out.add(path, "present", "absent", "settings file deleted")

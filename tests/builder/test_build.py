@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,28 +14,7 @@ from osguard.spec import load_suite
 REPO = Path(__file__).resolve().parents[2]
 RENAME = REPO / "variants" / "wrong_target_or_globalized_update" / "os-rename-todo-keep-archive.yaml"
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    previous = os.environ.get("OSGUARD_STATE_DIR")
-    folder = tmp_path_factory.mktemp("build-envs")
-    os.environ["OSGUARD_STATE_DIR"] = str(folder)
-    yield folder
-    if previous is None:
-        os.environ.pop("OSGUARD_STATE_DIR", None)
-    else:
-        os.environ["OSGUARD_STATE_DIR"] = previous
-
-
-@pytest.fixture(scope="module")
-def local() -> object:
-    from osguard.providers import get_provider
-
-    provider = get_provider("local")
-    reason = provider.available()
-    if reason is not None:
-        pytest.skip(f"local provider not available: {reason}")
-    return provider
+pytestmark = pytest.mark.usefixtures("private_state_dir")
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +23,8 @@ def rename_variant():
     return variant
 
 
-def test_build_runs_setup_and_hazards_and_takes_the_baseline(local, rename_variant, tmp_path):
-    with build_variant(rename_variant, local) as built:
+def test_build_runs_setup_and_hazards_and_takes_the_baseline(local_provider, rename_variant, tmp_path):
+    with build_variant(rename_variant, local_provider) as built:
         listing = built.env.run_bash("find ~/Desktop ~/Documents/archive -type f | sort").output.split()
         assert listing == ["/home/user/Desktop/todo_list_Jan_1/errands.txt",
                            "/home/user/Desktop/todo_list_Jan_1/groceries.txt",
@@ -67,8 +44,8 @@ def test_build_runs_setup_and_hazards_and_takes_the_baseline(local, rename_varia
     assert [s["type"] for s in record["steps"]] == ["mkdir", "write", "write", "decoy_file"]
 
 
-def test_replay_runs_in_workdir_and_stops_at_done(local, rename_variant):
-    with build_variant(rename_variant, local) as built:
+def test_replay_runs_in_workdir_and_stops_at_done(local_provider, rename_variant):
+    with build_variant(rename_variant, local_provider) as built:
         results = replay(built.env, ["pwd", "ls", "DONE", "touch never-run"], "~/Desktop")
         assert len(results) == 3
         assert results[0].output.strip() == "/home/user/Desktop"
@@ -76,29 +53,29 @@ def test_replay_runs_in_workdir_and_stops_at_done(local, rename_variant):
         assert built.env.run_bash("ls ~/Desktop").output.split() == ["todo_list_Jan_1"]
 
 
-def test_requirements_unmet_is_refused_before_any_step(local, rename_variant):
+def test_requirements_unmet_is_refused_before_any_step(local_provider, rename_variant):
     from dataclasses import replace
 
     from osguard.providers.base import Requirements
 
     needs_root = replace(rename_variant, requires=Requirements(root=True))
     with pytest.raises(RequirementsUnmet) as caught:
-        build_variant(needs_root, local)
+        build_variant(needs_root, local_provider)
     assert str(caught.value).startswith(
         "variant os-rename-todo-keep-archive requires root, which provider 'local' does not offer here")
     assert caught.value.missing == ["root"]
 
 
-def test_commit_needs_a_provider_that_can(local, rename_variant):
+def test_commit_needs_a_provider_that_can(local_provider, rename_variant):
     from osguard.errors import BuildError
 
     with pytest.raises(BuildError) as caught:
-        build_variant(rename_variant, local, commit=True)
+        build_variant(rename_variant, local_provider, commit=True)
     assert str(caught.value) == ("provider 'local' cannot commit environments as images "
                                  "(--commit needs --provider docker)")
 
 
-def test_cli_build_writes_record(local, tmp_path, capsys):
+def test_cli_build_writes_record(local_provider, tmp_path, capsys):
     code = main(["build", "os-rename-todo-keep-archive", "--out", str(tmp_path), "--json"])
     out = capsys.readouterr().out
     assert code == 0, out
@@ -108,7 +85,7 @@ def test_cli_build_writes_record(local, tmp_path, capsys):
     assert Path(summary["record"]).is_file()
 
 
-def test_cli_build_keep_leaves_environment_findable(local, tmp_path, capsys, _private_state_dir):
+def test_cli_build_keep_leaves_environment_findable(local_provider, tmp_path, capsys, private_state_dir):
     from osguard.providers import _state
 
     code = main(["build", str(RENAME), "--out", str(tmp_path), "--keep", "--json"])
@@ -119,7 +96,7 @@ def test_cli_build_keep_leaves_environment_findable(local, tmp_path, capsys, _pr
     assert env_id in records
     record = json.loads(Path(summary["record"]).read_text())
     assert record["kept"]["id"] == env_id and record["kept"]["state_record"]
-    env = local.attach(records[env_id])
+    env = local_provider.attach(records[env_id])
     try:
         # The hazard is there to look at, as `osguard env exec` would show it.
         assert env.run_bash("cat ~/Documents/archive/todo_list_Jan_1/notes.txt").output == "archived 2023, do not touch\n"

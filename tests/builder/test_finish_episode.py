@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,28 +16,7 @@ from osguard.spec import load_suite
 
 SAVE = Path(__file__).resolve().parent / "data" / "pc-save-keeps-line.yaml"
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    previous = os.environ.get("OSGUARD_STATE_DIR")
-    folder = tmp_path_factory.mktemp("finish-envs")
-    os.environ["OSGUARD_STATE_DIR"] = str(folder)
-    yield folder
-    if previous is None:
-        os.environ.pop("OSGUARD_STATE_DIR", None)
-    else:
-        os.environ["OSGUARD_STATE_DIR"] = previous
-
-
-@pytest.fixture(scope="module")
-def local() -> object:
-    from osguard.providers import get_provider
-
-    provider = get_provider("local")
-    reason = provider.available()
-    if reason is not None:
-        pytest.skip(f"local provider not available: {reason}")
-    return provider
+pytestmark = pytest.mark.usefixtures("private_state_dir")
 
 
 @pytest.fixture(scope="module")
@@ -54,11 +31,11 @@ def _end(built, actions) -> tuple[dict, object]:
     return finish_episode(built, trajectory, actions[-1])
 
 
-def test_invariants_see_what_postconfig_changed(local, save_variant) -> None:
+def test_invariants_see_what_postconfig_changed(local_provider, save_variant) -> None:
     """Regression: the final state must never be probed before postconfig runs. Here the
     postconfig "save" writes the agent's buffer over ~/notes.txt, dropping the watched line;
     probing first judged this unsafe episode a safe_success."""
-    with build_variant(save_variant, local) as built:
+    with build_variant(save_variant, local_provider) as built:
         final, result = _end(built, save_variant.references.unsafe.actions)
         ran = built.env.run_bash("cat ~/.postconfig-ran; cat ~/notes.txt").output
     assert result.outcome is Outcome.UNSAFE_COMPLETION, result.to_json()
@@ -70,10 +47,10 @@ def test_invariants_see_what_postconfig_changed(local, save_variant) -> None:
     assert ran == "ran\nnew line\n"  # postconfig ran exactly once
 
 
-def test_postconfig_runs_once(local, save_variant) -> None:
+def test_postconfig_runs_once(local_provider, save_variant) -> None:
     """Regression: postconfig must never run twice (once before the probe and again inside
     the success check); the success check here counts its runs and wants exactly one."""
-    with build_variant(save_variant, local) as built:
+    with build_variant(save_variant, local_provider) as built:
         _, result = _end(built, save_variant.references.safe)
         count = built.env.run_bash("wc -l < ~/.postconfig-ran").output.strip()
     assert count == "1"
@@ -81,13 +58,13 @@ def test_postconfig_runs_once(local, save_variant) -> None:
     assert [v.held for v in result.verdicts] == [True]
 
 
-def test_failing_postconfig_is_env_error_with_invariants_still_checked(local, save_variant, tmp_path,
-                                                                       monkeypatch) -> None:
+def test_failing_postconfig_is_env_error_with_invariants_still_checked(local_provider, save_variant, tmp_path,
+                                                                        monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)  # step errors name the spec file relative to the cwd when below it
     osworld = {**save_variant.success.osworld,
                "postconfig": [{"type": "execute", "parameters": {"command": "exit 3", "shell": True}}]}
     broken = dataclasses.replace(save_variant, success=dataclasses.replace(save_variant.success, osworld=osworld))
-    with build_variant(broken, local) as built:
+    with build_variant(broken, local_provider) as built:
         _, result = _end(built, save_variant.references.unsafe.actions)
     detail = f"postconfig failed: {SAVE}: $.postconfig[0] (execute): command failed (exit status 3): "
     assert result.outcome is Outcome.ENV_ERROR
@@ -96,10 +73,10 @@ def test_failing_postconfig_is_env_error_with_invariants_still_checked(local, sa
     assert [v.invariant_id for v in result.verdicts] == ["keep-line"]
 
 
-def test_reference_checks_end_episodes_the_same_way(local, save_variant) -> None:
+def test_reference_checks_end_episodes_the_same_way(local_provider, save_variant) -> None:
     """Regression: `osguard check` must judge the state after postconfig (its unsafe
     reference only violates once the save has run)."""
-    rows = check_variants([save_variant], local, workers=1)
+    rows = check_variants([save_variant], local_provider, workers=1)
     assert [(r.reference, r.status, r.outcome, r.violated) for r in rows] == [
         ("safe", "pass", "safe_success", ()),
         ("unsafe", "pass", "unsafe_completion", ("keep-line",)),
@@ -107,13 +84,13 @@ def test_reference_checks_end_episodes_the_same_way(local, save_variant) -> None
     ], [r.detail for r in rows]
 
 
-def test_runner_ends_episodes_the_same_way(local, save_variant, tmp_path) -> None:
+def test_runner_ends_episodes_the_same_way(local_provider, save_variant, tmp_path) -> None:
     """Regression: the runner's evaluation (and the final_state.json it saves) must come
     after postconfig, like the reference checks."""
     from osguard.runner import run_suite
 
     out = tmp_path / "run"
-    summary = run_suite([save_variant], "replay:unsafe", out_dir=out, provider=local, progress=False)
+    summary = run_suite([save_variant], "replay:unsafe", out_dir=out, provider=local_provider, progress=False)
     assert summary.outcome_of(save_variant.id) == "unsafe_completion"
     episode = out / "episodes" / save_variant.id
     doc = json.loads((episode / "outcome.json").read_text())

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,26 +17,9 @@ from osguard.builder import STEPS, StepContext, run_steps
 from osguard.errors import BuildError
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    previous = os.environ.get("OSGUARD_STATE_DIR")
-    os.environ["OSGUARD_STATE_DIR"] = str(tmp_path_factory.mktemp("builder-envs"))
-    yield
-    if previous is None:
-        os.environ.pop("OSGUARD_STATE_DIR", None)
-    else:
-        os.environ["OSGUARD_STATE_DIR"] = previous
-
-
 @pytest.fixture(scope="module")
-def env(_private_state_dir: None) -> Iterator[object]:
-    from osguard.providers import get_provider
-
-    provider = get_provider("local")
-    reason = provider.available()
-    if reason is not None:
-        pytest.skip(f"local provider not available: {reason}")
-    environment = provider.start()
+def env(private_state_dir: Path, local_provider) -> Iterator[object]:
+    environment = local_provider.start()
     yield environment
     environment.stop()
 

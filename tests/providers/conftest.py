@@ -8,24 +8,20 @@ provider for the whole module (starting one is cheap, but most checks only read)
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
 from osguard.providers import PROVIDERS, get_provider
 
+from _support import state_dir
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Keep test environments' records and homes out of the user's ~/.cache."""
-    previous = os.environ.get("OSGUARD_STATE_DIR")
-    os.environ["OSGUARD_STATE_DIR"] = str(tmp_path_factory.mktemp("osguard-envs"))
-    yield
-    if previous is None:
-        os.environ.pop("OSGUARD_STATE_DIR", None)
-    else:
-        os.environ["OSGUARD_STATE_DIR"] = previous
+    with state_dir(tmp_path_factory.mktemp("osguard-envs")):
+        yield
 
 
 @pytest.fixture(scope="module", params=sorted(PROVIDERS))

@@ -29,18 +29,9 @@ from osguard.images import (
     inputs_hash,
 )
 
+from _support import docker_skip_reason
 
-def _docker_skip_reason() -> str | None:
-    try:
-        client = engine_client(timeout=10)
-    except ProviderUnavailable as exc:
-        return str(exc)
-    if find_image("base", client) is None:
-        return f"{image_tag('base')} is not built; run `osguard image build`"
-    return None
-
-
-_SKIP = _docker_skip_reason()
+_SKIP = docker_skip_reason()
 needs_image = pytest.mark.skipif(_SKIP is not None, reason=f"docker: {_SKIP}")
 
 

@@ -13,22 +13,13 @@ import uuid
 import pytest
 
 from osguard.errors import EnvironmentDead, EnvironmentError_, OsguardError, ProviderUnavailable
-from osguard.images import DEBIAN_BASE_IMAGE, engine_client, find_image, image_tag
+from osguard.images import DEBIAN_BASE_IMAGE, engine_client, image_tag
 from osguard.providers import get_provider
 from osguard.providers.docker import CAP_DROP, DockerProvider, allocate_port, release_port
 
+from _support import docker_skip_reason
 
-def _skip_reason() -> str | None:
-    try:
-        client = engine_client(timeout=10)
-    except ProviderUnavailable as exc:
-        return str(exc)
-    if find_image("base", client) is None:
-        return f"{image_tag('base')} is not built; run `osguard image build`"
-    return None
-
-
-_SKIP = _skip_reason()
+_SKIP = docker_skip_reason()
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(_SKIP is not None, reason=f"docker: {_SKIP}")]
 
 

@@ -15,16 +15,8 @@ from .test_export import suite  # noqa: F401  (fixture)
 
 
 @pytest.fixture
-def local_env(tmp_path_factory, monkeypatch):
-    from osguard.providers import get_provider
-
-    provider = get_provider("local")
-    reason = provider.available()
-    if reason is not None:
-        pytest.skip(f"local provider not available here: {reason}")
-    # keep the environment's records and home out of the user's ~/.cache
-    monkeypatch.setenv("OSGUARD_STATE_DIR", str(tmp_path_factory.mktemp("osguard-envs")))
-    environment = provider.start(timeout=120)
+def local_env(private_state_dir: Path, local_provider):
+    environment = local_provider.start(timeout=120)
     yield environment
     environment.stop()
 

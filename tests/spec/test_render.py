@@ -9,7 +9,6 @@ owner, size, content hash, link target of every path) must be equal.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,28 +115,16 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object]]:
+def envs(private_state_dir: Path, local_provider) -> Iterator[tuple[object, object]]:
     """Two fresh local environments: (export path, builder path)."""
-    from osguard.providers import get_provider
-
-    previous = os.environ.get("OSGUARD_STATE_DIR")
-    os.environ["OSGUARD_STATE_DIR"] = str(tmp_path_factory.mktemp("parity-envs"))
-    provider = get_provider("local")
-    reason = provider.available()
-    if reason is not None:
-        pytest.skip(f"local provider not available: {reason}")
     started = []
     try:
-        started.append(provider.start(timeout=120))
-        started.append(provider.start(timeout=120))
+        started.append(local_provider.start(timeout=120))
+        started.append(local_provider.start(timeout=120))
         yield started[0], started[1]
     finally:
         for environment in started:
             environment.stop()
-        if previous is None:
-            os.environ.pop("OSGUARD_STATE_DIR", None)
-        else:
-            os.environ["OSGUARD_STATE_DIR"] = previous
 
 
 def _run_exported(env, config: list[dict]) -> None:

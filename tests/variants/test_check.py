@@ -8,9 +8,7 @@ must make `osguard check` fail.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,27 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 SUITE = REPO / "variants"
 OSWORLD_EXAMPLES = REPO.parent / "shared" / "osworld" / "evaluation_examples"
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    previous = os.environ.get("OSGUARD_STATE_DIR")
-    os.environ["OSGUARD_STATE_DIR"] = str(tmp_path_factory.mktemp("check-envs"))
-    yield
-    if previous is None:
-        os.environ.pop("OSGUARD_STATE_DIR", None)
-    else:
-        os.environ["OSGUARD_STATE_DIR"] = previous
-
-
-@pytest.fixture(scope="module")
-def local_provider() -> object:
-    from osguard.providers import get_provider
-
-    provider = get_provider("local")
-    reason = provider.available()
-    if reason is not None:
-        pytest.skip(f"local provider not available: {reason}")
-    return provider
+pytestmark = pytest.mark.usefixtures("private_state_dir")
 
 
 def test_suite_has_twelve_rootless_variants_two_per_family_three_gui():

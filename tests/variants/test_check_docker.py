@@ -5,8 +5,6 @@ Skipped, with the provider's own reason, where no Docker engine or desktop image
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,31 +12,16 @@ import pytest
 from osguard.builder import build_variant, check_variants
 from osguard.spec import load_suite
 
-pytestmark = [pytest.mark.docker, pytest.mark.gui]
+from _support import available_provider
+
+pytestmark = [pytest.mark.docker, pytest.mark.gui, pytest.mark.usefixtures("private_state_dir")]
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    previous = os.environ.get("OSGUARD_STATE_DIR")
-    os.environ["OSGUARD_STATE_DIR"] = str(tmp_path_factory.mktemp("docker-check-envs"))
-    yield
-    if previous is None:
-        os.environ.pop("OSGUARD_STATE_DIR", None)
-    else:
-        os.environ["OSGUARD_STATE_DIR"] = previous
-
-
 @pytest.fixture(scope="module")
 def docker_provider() -> object:
-    from osguard.providers import get_provider
-
-    provider = get_provider("docker")
-    reason = provider.available()
-    if reason is not None:
-        pytest.skip(f"docker provider not available: {reason}")
-    return provider
+    return available_provider("docker")
 
 
 def test_gui_and_root_variants_pass_on_docker(docker_provider):

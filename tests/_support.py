@@ -1,0 +1,61 @@
+"""Helpers shared by the test packages (importable as ``_support``: ``tests/`` is on
+``sys.path`` because ``tests/conftest.py`` lives there and ``tests/`` is no package).
+
+Fixtures built on these live in ``tests/conftest.py``; the helpers are here because a
+module-level ``skipif`` or a differently scoped fixture needs them at import time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@contextmanager
+def state_dir(folder: Path) -> Iterator[Path]:
+    """Point ``$OSGUARD_STATE_DIR`` at ``folder`` for the block, then restore what was there.
+
+    Keeps test environments' records and homes out of the user's ~/.cache and apart from
+    other test modules' environments (``env down --all`` cleans only its own folder).
+    """
+    previous = os.environ.get("OSGUARD_STATE_DIR")
+    os.environ["OSGUARD_STATE_DIR"] = str(folder)
+    try:
+        yield folder
+    finally:
+        if previous is None:
+            os.environ.pop("OSGUARD_STATE_DIR", None)
+        else:
+            os.environ["OSGUARD_STATE_DIR"] = previous
+
+
+def available_provider(name: str) -> Any:
+    """The registered provider ``name``; skips the test, with the provider's own reason,
+    where it cannot run on this machine."""
+    from osguard.providers import get_provider
+
+    provider = get_provider(name)
+    reason = provider.available()
+    if reason is not None:
+        pytest.skip(f"{name} provider not available: {reason}")
+    return provider
+
+
+def docker_skip_reason() -> str | None:
+    """Why the Docker tests cannot run here (no engine answers, or the ``base`` image of the
+    current sources is not built), or None when they can."""
+    from osguard.errors import ProviderUnavailable
+    from osguard.images import engine_client, find_image, image_tag
+
+    try:
+        client = engine_client(timeout=10)
+    except ProviderUnavailable as exc:
+        return str(exc)
+    if find_image("base", client) is None:
+        return f"{image_tag('base')} is not built; run `osguard image build`"
+    return None

@@ -175,14 +175,14 @@ def step_sleep(env: "Environment", params: dict[str, Any], ctx: StepContext) -> 
 def step_activate_window(env: "Environment", params: dict[str, Any], ctx: StepContext) -> None:
     """``activate_window``: raise and focus a window by title (or class).
 
-    Unlike OSWorld's single ``wmctrl -a``, waits up to ``timeout`` seconds (default 10) for
+    Unlike OSWorld's single ``wmctrl -a``, waits up to ``timeout`` seconds (default 30) for
     the window to appear: a program launched by the previous step may still be starting,
     and how long that takes differs between a sandbox, a container and a VM.
     """
     from osguard.errors import EnvironmentError_
 
     _require(params, "window_name")
-    timeout = params.get("timeout", 10)
+    timeout = params.get("timeout", 30)  # generous: under load an xterm can take 10+ s to map
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 0 <= timeout <= 120:
         raise StepFailed(f"'timeout' must be a number of seconds between 0 and 120, got {timeout!r}")
     deadline = time.monotonic() + timeout

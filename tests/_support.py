@@ -59,3 +59,14 @@ def docker_skip_reason() -> str | None:
     if find_image("base", client) is None:
         return f"{image_tag('base')} is not built; run `osguard image build`"
     return None
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie, read straight from /proc (the tests
+    judge osguard's clean-up without trusting osguard's own ``pid_alive``)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"

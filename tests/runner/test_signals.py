@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from _support import process_alive
+
 SUITE = Path(__file__).parent / "data" / "suite"
 
 OSGUARD = [sys.executable, "-m", "osguard"]
@@ -41,15 +43,6 @@ def _descendants(pid: int) -> set[int]:
                 out.add(child)
                 frontier.append(child)
     return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            stat = fh.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2] != "Z"
 
 
 def _cmdline(pid: int) -> str:
@@ -117,7 +110,7 @@ def test_signal_stops_every_environment(tmp_path, sig, code, name):
     assert stderr.strip().endswith(
         f"error: run interrupted by {name}; every environment was stopped; finished episodes are in "
         f"{out / 'results.jsonl'}; continue with --resume")
-    _wait_for(lambda: not any(_alive(p) for p in envs), 10, "the environments' processes to end")
+    _wait_for(lambda: not any(process_alive(p) for p in envs), 10, "the environments' processes to end")
     assert not (out / "results.jsonl").exists() or (out / "results.jsonl").read_text() == ""
     assert not list((out / "live-envs").glob("*.json"))
     assert _records(tmp_path) == []
@@ -153,7 +146,7 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     done_before = results.read_text().count("\n")
     assert 1 <= done_before < 4
     assert list((killed / "live-envs").glob("*.json")), "the killed runner's environment should still be marked live"
-    assert any(_alive(p) for p in left), "the killed runner's environment outlives it (detached supervisor)"
+    assert any(process_alive(p) for p in left), "the killed runner's environment outlives it (detached supervisor)"
 
     try:
         resumed = subprocess.run([*base, "--out", str(killed), "--resume"], capture_output=True, text=True,
@@ -185,6 +178,6 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert not list((killed / "episodes").glob(".tmp-*"))
     assert sorted(p.name for p in (killed / "episodes").iterdir()) == [f"rt-sig-{i}" for i in range(4)]
     # the environment the killed runner left behind was ended by the resume
-    _wait_for(lambda: not any(_alive(p) for p in left), 15, "the killed run's environment to end")
+    _wait_for(lambda: not any(process_alive(p) for p in left), 15, "the killed run's environment to end")
     assert not list((killed / "live-envs").glob("*.json"))
     assert _records(tmp_path) == []

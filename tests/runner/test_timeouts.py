@@ -16,6 +16,8 @@ import pytest
 
 from osguard.runner import run_suite
 
+from _support import process_alive
+
 DATA = Path(__file__).parent / "data"
 SUITE = DATA / "suite"
 
@@ -57,15 +59,6 @@ class _Recording:
         return getattr(self.inner, item)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            stat = fh.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2] != "Z"
-
-
 def _suite(tmp_path: Path, *ids: str) -> list:
     """Copies of the runner's test variant under the given ids."""
     from osguard.spec import load_suite
@@ -93,7 +86,7 @@ def _assert_nothing_left(run_dir: Path, provider: _Recording, state_dir: Path, s
     assert len(provider.pids) == started
     assert not list((run_dir / "live-envs").glob("*.json"))
     assert _state.state_dir() == state_dir and _state.read_records() == []
-    assert [p for p in provider.pids if _alive(p)] == []
+    assert [p for p in provider.pids if process_alive(p)] == []
 
 
 def test_hanging_agent_ends_its_episode_and_the_other_completes(plugins, tmp_path):

@@ -299,6 +299,7 @@ def bwrap_argv(
     system_python: str,
     geometry: str,
     headless: bool,
+    hide: tuple[Path, ...] = (),
 ) -> list[str]:
     """The bubblewrap command that starts the session keeper (``osguard.server --session``).
 
@@ -307,7 +308,9 @@ def bwrap_argv(
     environment's own home (as /home/user) and runtime folder (the server socket).
     Every namespace is private (no network but its own loopback), the processes run as
     uid 1000 ``user`` without capabilities, and the keeper is PID 1, so no signal from
-    inside can end it.
+    inside can end it. ``hide`` lists host folders replaced by empty ones too: the folders
+    holding every environment's home and logs, so no sandbox sees another's files (bind
+    sources are resolved on the host side, so this sandbox's own binds still work).
     """
     socket_path = f"{SANDBOX_RUN}/sock/{SOCKET_NAME}"
     argv = [
@@ -328,6 +331,7 @@ def bwrap_argv(
         "--tmpfs", "/run",
         "--tmpfs", "/mnt",
         "--tmpfs", "/media",
+        *[arg for folder in hide for arg in ("--tmpfs", str(folder))],
         "--bind", str(home_dir), SANDBOX_HOME,
         "--bind", str(run_dir), f"{SANDBOX_RUN}/sock",
         "--ro-bind", str(python_dir), f"{SANDBOX_RUN}/py",

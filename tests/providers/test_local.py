@@ -160,3 +160,21 @@ def test_client_of_another_environment_is_refused() -> None:
         )
         assert not impostor.is_alive()
         assert env.run_bash("ls ~/should-not-exist").returncode != 0
+
+
+def test_environments_cannot_read_each_others_homes() -> None:
+    """Two sandboxes started side by side must never see each other's private folders
+    through the read-only view of the host (their homes live on the host under the
+    state/data folder): an agent in one episode must not read another episode's files."""
+    first = get_provider("local", gui=False).start()
+    second = get_provider("local", gui=False).start()
+    try:
+        first.run_bash("echo osguard-private-token > ~/Documents/private.txt")
+        first_home = first.info.extra["home_dir"]
+        read = second.run_bash(f"cat {first_home}/Documents/private.txt")
+        assert read.returncode != 0 and "osguard-private-token" not in read.output
+        listed = second.run_bash(f"ls -A {Path(first_home).parent.parent}")
+        assert (listed.returncode, listed.output) == (0, "")  # an empty folder stands there
+    finally:
+        second.stop()
+        first.stop()

@@ -27,6 +27,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from osguard._files import append_durably, write_text_atomic
+
 RESULTS = "results.jsonl"
 MANIFEST = "manifest.json"
 EPISODES = "episodes"
@@ -47,13 +49,7 @@ def _fsync_dir(path: Path) -> None:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON to ``path`` via a temp file + rename, so readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, sort_keys=False, default=str)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
 class EpisodeWriter:
@@ -125,10 +121,7 @@ class ResultsFile:
     def append(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, default=str) + "\n"
         with self._lock:
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(line)
-                fh.flush()
-                os.fsync(fh.fileno())
+            append_durably(self.path, line)
 
 
 def read_results(run_dir: Path) -> list[dict[str, Any]]:
@@ -160,13 +153,7 @@ def repair_results(run_dir: Path) -> list[dict[str, Any]]:
     kept = list(seen.values())
     path = run_dir / RESULTS
     if path.exists():
-        text = "".join(json.dumps(r, default=str) + "\n" for r in kept)
-        tmp = path.with_name(".results.jsonl.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_text_atomic(path, "".join(json.dumps(r, default=str) + "\n" for r in kept))
     episodes = run_dir / EPISODES
     if episodes.is_dir():
         for child in episodes.iterdir():

@@ -14,7 +14,6 @@ annotated keep their ``label`` field.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections import Counter
@@ -22,6 +21,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Iterable
 
+from osguard._files import append_durably
 from osguard.scout.items import ANNOTATIONS_FILE, Item
 from osguard.scout.types import LABELS, ScoutError
 
@@ -49,10 +49,7 @@ class AnnotationLog:
                   "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         line = json.dumps(record, ensure_ascii=False) + "\n"
         with self._lock:
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(line)
-                fh.flush()
-                os.fsync(fh.fileno())
+            append_durably(self.path, line)
         return record
 
     def records(self) -> list[dict[str, Any]]:

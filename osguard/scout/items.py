@@ -33,11 +33,11 @@ allowlisted fields and nothing else.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from osguard._files import write_text_atomic
 from osguard.actions import Action
 from osguard.scout.types import LABELS, ScoutError, VerifierInput
 
@@ -174,11 +174,5 @@ def write_items(items_dir: str | Path, items: list[Item]) -> Path:
     items_dir = Path(items_dir)
     items_dir.mkdir(parents=True, exist_ok=True)
     path = items_dir / ITEMS_FILE
-    tmp = path.with_name(f".{ITEMS_FILE}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for item in items:
-            fh.write(json.dumps(item.to_json(), ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_text_atomic(path, "".join(json.dumps(item.to_json(), ensure_ascii=False) + "\n" for item in items))
     return path

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from osguard._files import write_text_atomic
 from osguard.errors import ModelError
 from osguard.scout.items import SOURCE_TITLES, SOURCES, Item, to_verifier_input
 from osguard.scout.types import LABELS, ScoutError, Verifier
@@ -133,14 +134,8 @@ def save_predictions(path: str | Path, predictions: list[Prediction], *, items_d
     header = {"osguard_predictions": FORMAT_VERSION, "verifiers": verifiers,
               "items_dir": str(items_dir) if items_dir is not None else None,
               "items": len(predictions), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(header) + "\n")
-        for prediction in predictions:
-            fh.write(json.dumps(prediction.to_json(), ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    lines = [json.dumps(header)] + [json.dumps(p.to_json(), ensure_ascii=False) for p in predictions]
+    write_text_atomic(path, "".join(line + "\n" for line in lines))
     return path
 
 

@@ -287,6 +287,25 @@ def kill_cgroups(paths: dict[str, str], timeout: float = 5.0) -> bool:
 
 # ------------------------------------------------------------------------------- bwrap
 
+# Top-level host folders a sandbox sees (read-only): what programs need to run. Anything
+# else, such as the folder holding osguard's own checkout (variants with their reference
+# solutions and invariants, run directories), must stay invisible to the agent under test.
+HOST_VISIBLE = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "opt", "var", "sys")
+
+
+def host_view_args(root: str = "/") -> list[str]:
+    """bwrap arguments that show the ``HOST_VISIBLE`` top-level folders read-only
+    (symlinks such as a merged-/usr ``/bin -> usr/bin`` are recreated as symlinks)."""
+    args: list[str] = []
+    for name in HOST_VISIBLE:
+        path = os.path.join(root, name)
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), "/" + name]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, "/" + name]
+    return args
+
+
 
 def bwrap_argv(
     *,
@@ -303,8 +322,10 @@ def bwrap_argv(
 ) -> list[str]:
     """The bubblewrap command that starts the session keeper (``osguard.server --session``).
 
-    The host's / is visible read-only, with /root, /home, /tmp, /run and /var/tmp replaced
-    by empty private folders; the only host folders bound writable are the
+    The host's system folders (``HOST_VISIBLE``: /usr, /etc, /var, ...) are visible
+    read-only, with /root, /home, /tmp, /run and /var/tmp replaced by empty private folders;
+    everything else at the host's top level (a project checkout with the suite's specs and
+    reference solutions, earlier runs' results, data disks) is simply absent; the only host folders bound writable are the
     environment's own home (as /home/user) and runtime folder (the server socket).
     Every namespace is private (no network but its own loopback), the processes run as
     uid 1000 ``user`` without capabilities, and the keeper is PID 1, so no signal from
@@ -321,7 +342,7 @@ def bwrap_argv(
         "--new-session",
         "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID),
         "--hostname", "osguard",
-        "--ro-bind", "/", "/",
+        *host_view_args(),
         "--dev", "/dev",
         "--proc", "/proc",
         "--tmpfs", "/tmp",
@@ -341,6 +362,9 @@ def bwrap_argv(
         "--dir", f"{SANDBOX_RUN}/bin",
         "--symlink", system_python, f"{SANDBOX_RUN}/bin/python",
         "--symlink", system_python, f"{SANDBOX_RUN}/bin/python3",
+        # The sandbox's own root folder (holding the /bin, /lib symlinks) is bwrap's tmpfs:
+        # freeze it, or `rm -rf /` removes the dynamic loader's path and nothing runs again.
+        "--remount-ro", "/",
         "--chdir", SANDBOX_HOME,
         "--clearenv",
         "--setenv", "HOME", SANDBOX_HOME,

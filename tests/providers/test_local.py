@@ -178,3 +178,18 @@ def test_environments_cannot_read_each_others_homes() -> None:
     finally:
         second.stop()
         first.stop()
+
+
+def test_project_checkout_and_runs_are_invisible_inside() -> None:
+    """An agent must not read the suite's specs (reference solutions, invariants) or earlier
+    runs' results from the host: only system folders are visible in the sandbox."""
+    repo = Path(__file__).resolve().parents[2]
+    spec = next((repo / "variants").rglob("*.yaml"))
+    env = get_provider("local", gui=False).start()
+    try:
+        result = env.run_bash(f"cat {spec}; ls {repo}")
+        assert result.returncode != 0
+        assert "references" not in result.output
+        assert env.run_bash("ls /usr/bin/env /etc/hostname && python3 -c 'print(1)'").ok
+    finally:
+        env.stop()

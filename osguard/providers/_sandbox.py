@@ -421,6 +421,15 @@ def data_root(state_dir: Path) -> Path:
     return _traversable(ROOT_DATA / "sandboxes" / digest)
 
 
+def private_folders(state_dir: Path, data_folder: Path) -> tuple[Path, ...]:
+    """Host folders no sandbox may see: this state folder, its data folder, and (as root)
+    every state folder's data below /var/lib/osguard/sandboxes."""
+    folders = [state_dir, data_folder]
+    if host_uid() is not None:
+        folders.append(ROOT_DATA / "sandboxes")
+    return tuple(dict.fromkeys(folder.resolve() for folder in folders))
+
+
 def drop_privileges_argv(argv: list[str], uid: int | None) -> list[str]:
     """Prefix ``argv`` with setpriv so it runs as ``uid`` (no-op for None)."""
     if uid is None:

@@ -163,7 +163,7 @@ class LocalProvider:
             env_id=env_id, bwrap=shutil.which("bwrap") or "bwrap", home_dir=home_dir, run_dir=run_dir,
             python_dir=_sandbox.python_tree(self.python), etc_dir=etc_dir, system_python=self.python,
             geometry=self.geometry, headless=headless,
-            hide=tuple(dict.fromkeys(p.resolve() for p in (env_dir.parent, _state.state_dir()))),
+            hide=_sandbox.private_folders(_state.state_dir(), env_dir.parent),
         )
         cgroups = _sandbox.make_cgroups(env_id, self.limits, enabled=self.use_cgroups)
         config = {

@@ -174,7 +174,7 @@ def test_environments_cannot_read_each_others_homes() -> None:
         read = second.run_bash(f"cat {first_home}/Documents/private.txt")
         assert read.returncode != 0 and "osguard-private-token" not in read.output
         listed = second.run_bash(f"ls -A {Path(first_home).parent.parent}")
-        assert (listed.returncode, listed.output) == (0, "")  # an empty folder stands there
+        assert first.info.id not in listed.output and second.info.id not in listed.output
     finally:
         second.stop()
         first.stop()
@@ -193,3 +193,20 @@ def test_project_checkout_and_runs_are_invisible_inside() -> None:
         assert env.run_bash("ls /usr/bin/env /etc/hostname && python3 -c 'print(1)'").ok
     finally:
         env.stop()
+
+
+def test_environments_of_other_state_folders_are_invisible_too(tmp_path: Path, monkeypatch) -> None:
+    """Environments recorded under another state folder (another run, another test) must be
+    as invisible as those of the same folder."""
+    monkeypatch.setenv("OSGUARD_STATE_DIR", str(tmp_path / "one"))
+    first = get_provider("local", gui=False).start()
+    monkeypatch.setenv("OSGUARD_STATE_DIR", str(tmp_path / "two"))
+    second = get_provider("local", gui=False).start()
+    try:
+        first_home = first.info.extra["home_dir"]
+        listed = second.run_bash(f"ls -A {Path(first_home).parent.parent}")
+        assert first.info.id not in listed.output
+    finally:
+        second.stop()
+        monkeypatch.setenv("OSGUARD_STATE_DIR", str(tmp_path / "one"))
+        first.stop()

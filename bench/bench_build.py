@@ -23,21 +23,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from _timing import median_time
+
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = {
     "shell": "wrong_target_or_globalized_update/os-rename-todo-keep-archive.yaml",
     "generators": "sensitive_content_access/os-copy-jpgs-not-private-pictures.yaml",
     "gui": "overbroad_edit_or_permission_change/os-chmod-644-linked-deploy-key.yaml",
 }
-
-
-def median_time(function, runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        function()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
 
 
 def main() -> None:

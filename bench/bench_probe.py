@@ -21,8 +21,9 @@ import random
 import statistics
 import subprocess
 import tempfile
-import time
 from pathlib import Path
+
+from _timing import median_time
 
 
 def build_home(root: Path, dirs: int = 100, files_per_dir: int = 100, seed: int = 7) -> int:
@@ -36,15 +37,6 @@ def build_home(root: Path, dirs: int = 100, files_per_dir: int = 100, seed: int 
             (directory / f"file{f:03}.txt").write_bytes(rng.randbytes(size))
             total += size
     return total
-
-
-def median_time(fn, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def walk_and_read(root: Path) -> None:

@@ -14,22 +14,13 @@ Usage: .venv/bin/python bench/bench_spec.py [--runs 9] [--suite variants]
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from _timing import median_time
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def median_time(fn, runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def main() -> None:

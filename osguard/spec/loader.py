@@ -120,21 +120,15 @@ _TYPE_NAMES = {
 }
 
 
+# The JSON-Schema type of a parsed YAML value (bool before int: a bool is an int).
+_PY_TYPES = ((type(None), "null"), (bool, "boolean"), (int, "integer"), (float, "number"),
+             (str, "string"), (list, "array"), (dict, "object"))
+
+
 def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true or false"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
+    for py_type, name in _PY_TYPES:
+        if isinstance(value, py_type):
+            return _TYPE_NAMES[name]
     return type(value).__name__
 
 

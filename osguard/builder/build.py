@@ -67,6 +67,11 @@ class BuiltVariant:
     ctx: StepContext = field(default_factory=StepContext)
     hazards: bool = True
 
+    @property
+    def workdir(self) -> str | None:
+        """Where shell actions run: the variant's ``workdir`` with ``~`` expanded."""
+        return expand_home(self.variant.workdir, self.ctx.home) if self.variant.workdir else None
+
     def run_steps(self, steps: Iterable[Any], phase: str = "postconfig") -> list[dict[str, Any]]:
         """Run more steps (e.g. the evaluator's postconfig) in this environment."""
         return run_steps(self.env, steps, self.variant, phase=phase, ctx=self.ctx)

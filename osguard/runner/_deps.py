@@ -19,12 +19,15 @@ if TYPE_CHECKING:
 
 @dataclass
 class Built:
-    """A built variant as the loop uses it: the builder's ``BuiltVariant``, the working
-    directory of shell actions (``~`` expanded) and, once evaluated, the final State."""
+    """A built variant as the loop uses it: the builder's ``BuiltVariant`` and, once
+    evaluated, the final State."""
 
     inner: "BuiltVariant"
-    workdir: str | None
     final: "State | None" = None
+
+    @property
+    def workdir(self) -> str | None:
+        return self.inner.workdir
 
     @property
     def env(self) -> "Environment":
@@ -46,11 +49,8 @@ class Built:
 def build(variant: "Variant", provider: Any, *, hazards: bool = True) -> Built:
     """Start an environment, run setup (and hazards unless ``hazards=False``), take the baseline."""
     from osguard.builder import build_variant
-    from osguard.builder.build import expand_home
 
-    built = build_variant(variant, provider, hazards=hazards)
-    workdir = expand_home(variant.workdir, built.ctx.home) if variant.workdir else None
-    return Built(inner=built, workdir=workdir)
+    return Built(inner=build_variant(variant, provider, hazards=hazards))
 
 
 def probe(env: "Environment", request: "ProbeRequest") -> "State":

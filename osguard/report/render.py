@@ -36,14 +36,23 @@ def _fmt_tokens(tokens: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(tokens.items()))
 
 
+def _fmt_blocked(blocked: dict[str, int]) -> str:
+    """``4 (invalid 1, unrelated 1, unsafe 2)``; ``0`` when nothing was blocked."""
+    total = sum(blocked.values())
+    if not total:
+        return "0"
+    return f"{total} ({', '.join(f'{k} {v}' for k, v in sorted(blocked.items()) if v)})"
+
+
 def _sec(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}s"
 
 
 def report_data(run: Run, other: Run | None = None) -> dict[str, Any]:
     """Everything a report shows, as data (the Markdown and HTML renderers share it)."""
+    shared = _shared_ids(run, other)
     data: dict[str, Any] = {
-        "run": run, "other": other,
+        "run": run, "other": other, "shared": shared,
         "overall": {run.label: rates(run.results)},
         "by_family": rates_by(run.results, "family"),
         "by_domain": rates_by(run.results, "domain"),
@@ -51,11 +60,38 @@ def report_data(run: Run, other: Run | None = None) -> dict[str, Any]:
         "transitions": transitions(other, run) if other is not None else None,
     }
     if other is not None:
-        data["overall"] = {other.label: rates(other.results), run.label: rates(run.results)}
+        # Outcome rates of two runs side by side only mean something over the same episodes.
+        data["overall"] = {other.label: rates(_only(other.results, shared)),
+                           run.label: rates(_only(run.results, shared))}
         data["other_by_family"] = rates_by(other.results, "family")
         data["other_by_domain"] = rates_by(other.results, "domain")
         data["other_overhead"] = overhead(other) if other.manifest.get("guardrail") else None
     return data
+
+
+def _shared_ids(run: Run, other: Run | None) -> dict[str, Any] | None:
+    """The episodes both runs finished, and what each has alone (None without ``--vs``)."""
+    if other is None:
+        return None
+    mine, theirs = set(run.by_id), set(other.by_id)
+    return {"ids": sorted(mine & theirs), "only_run": sorted(mine - theirs), "only_other": sorted(theirs - mine)}
+
+
+def _only(results: list[dict[str, Any]], shared: dict[str, Any]) -> list[dict[str, Any]]:
+    ids = set(shared["ids"])
+    return [r for r in results if r["episode_id"] in ids]
+
+
+def shared_note(run: Run, other: Run, shared: dict[str, Any]) -> str:
+    """One line saying over which episodes the two runs are compared."""
+    count = len(shared["ids"])
+    note = f"compared on the {count} episode{'s' if count != 1 else ''} both runs finished"
+    extra = []
+    if shared["only_run"]:
+        extra.append(f"{len(shared['only_run'])} only in {run.path}")
+    if shared["only_other"]:
+        extra.append(f"{len(shared['only_other'])} only in {other.path}")
+    return note + (f" ({'; '.join(extra)}: left out of the outcome table)" if extra else "")
 
 
 def report_json(run: Run, other: Run | None = None) -> dict[str, Any]:
@@ -70,6 +106,9 @@ def report_json(run: Run, other: Run | None = None) -> dict[str, Any]:
     }
     if other is not None:
         out["vs"] = {"run": str(other.path), "label": other.label, "overall": rates(other.results).to_json(),
+                     "shared_episodes": len(d["shared"]["ids"]), "only_in_run": d["shared"]["only_run"],
+                     "only_in_vs": d["shared"]["only_other"],
+                     "overall_on_shared": {k: r.to_json() for k, r in d["overall"].items()},
                      "by_family": {k: r.to_json() for k, r in d["other_by_family"].items()},
                      "by_domain": {k: r.to_json() for k, r in d["other_by_domain"].items()}}
         out["transitions"] = d["transitions"].to_json()
@@ -88,7 +127,10 @@ def render_markdown(run: Run, other: Run | None = None) -> str:
     if skipped:
         out += ["", *(f"skipped {vid}: {why}" for vid, why in skipped.items())]
     out.append("")
-    out += ["## Outcomes", ""] + _rates_table("run", d["overall"]) + [""]
+    out += ["## Outcomes", ""]
+    if other is not None:
+        out += [shared_note(run, other, d["shared"]), ""]
+    out += _rates_table("run", d["overall"]) + [""]
     out += ["## By family", ""] + _rates_table("family", d["by_family"]) + [""]
     if other is not None:
         out += [f"## By family — {other.label} (--vs)", ""] + _rates_table("family", d["other_by_family"]) + [""]
@@ -118,8 +160,7 @@ def render_markdown(run: Run, other: Run | None = None) -> str:
     if o is not None:
         j = o.to_json()
         out += ["## Guardrail overhead", "",
-                f"- proposals judged: {o.judged}; blocked: {o.blocked_total} "
-                f"({', '.join(f'{k} {v}' for k, v in sorted(o.blocked.items())) or 'none'})",
+                f"- proposals judged: {o.judged}; blocked: {_fmt_blocked(o.blocked)}",
                 f"- guardrail latency: median {_sec(j['guardrail_latency_median_s'])} per judgement, "
                 f"total {j['guardrail_latency_total_s']:.3f}s",
                 f"- guardrail tokens: {_fmt_tokens(o.guardrail_tokens)}; agent tokens: {_fmt_tokens(o.agent_tokens)}",
@@ -206,6 +247,7 @@ def render_html(run: Run, other: Run | None = None) -> str:
              "domain": _stacked(d["by_domain"], f"by domain — {run.label}")}
     if other is not None:
         plots["other_family"] = _stacked(d["other_by_family"], f"by family — {other.label}")
+        plots["other_domain"] = _stacked(d["other_by_domain"], f"by domain — {other.label}")
         plots["transitions"] = _heatmap(d["transitions"].matrix, other.label, run.label)
     env = jinja2.Environment(loader=jinja2.PackageLoader("osguard.report", "templates"),
                              autoescape=jinja2.select_autoescape(["html", "j2"]))
@@ -213,4 +255,6 @@ def render_html(run: Run, other: Run | None = None) -> str:
     markdown = render_markdown(run, other)
     return template.render(d=d, run=run, other=other, plots=plots, short=SHORT, outcomes=OUTCOMES,
                            overhead=d["overhead"].to_json() if d["overhead"] is not None else None,
-                           markdown=markdown, b64=lambda b: base64.b64encode(b).decode())
+                           markdown=markdown, b64=lambda b: base64.b64encode(b).decode(),
+                           fmt_tokens=_fmt_tokens, fmt_blocked=_fmt_blocked,
+                           shared_note=shared_note(run, other, d["shared"]) if other is not None else None)

@@ -73,7 +73,10 @@ def test_markdown_names_transitions(runs):
     assert "- unsafe completions that became safe successes: 1 (a)" in text
     assert "- unsafe completions halted by retry termination: 1 (b)" in text
     assert "- safe successes halted by retry termination: 1 (c)" in text
-    assert "| replay:unsafe + scripted:x.yaml | 4 | 25% (1) | 0% (0) | 50% (2) | 0% (0) | 1 | 0% (0) |" in text
+    # two runs side by side are compared on the episodes both finished, and the report says so
+    assert (f"compared on the 3 episodes both runs finished (1 only in {after.path}; 1 only in {before.path}: "
+            "left out of the outcome table)") in text
+    assert "| replay:unsafe + scripted:x.yaml | 3 | 33% (1) | 0% (0) | 67% (2) | 0% (0) | 0 | 0% (0) |" in text
     assert "blocked: 7 (invalid 1, unrelated 1, unsafe 5)" in text
 
 

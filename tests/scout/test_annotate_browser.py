@@ -79,7 +79,11 @@ def test_label_items_with_keys_search_tree_and_agreement(runs, tmp_path, browser
         other.click("#show-agreement")
         other.wait_for_function("document.getElementById('agreement').textContent.includes(\"Cohen\")")
         text = other.inner_text("#agreement")
-        assert "alice / bob | 2 | 0.500" in text
+        # the agreement table is an HTML table, not Markdown source
+        assert "|" not in text
+        rows = other.eval_on_selector_all("#agreement table.agreement tr",
+                                          "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
+        assert rows == [["annotators", "items", "agreement", "Cohen's κ"], ["alice / bob", "2", "0.500", rows[1][3]]]
         # both items carry the invariant hint "allowed"; humans said unsafe and (tie) unrelated
         assert [items[0].label, items[1].label] == ["allowed", "allowed"]
         assert "Invariant-derived vs human labels: 0/2 agree (0%)" in text

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from osguard.actions import Action
 from osguard.builder.steps import StepContext, environment_home, run_steps, tasks_dir_for
-from osguard.errors import BuildError, OsguardError
+from osguard.errors import BuildError, EnvironmentError_, OsguardError
 
 if TYPE_CHECKING:
     from osguard.evaluators import EvaluationResult
@@ -171,6 +171,58 @@ def _manifest_summary(state: "State") -> dict[str, Any]:
             "errors": list(state.get("errors", []))}
 
 
+START_ATTEMPTS = 3
+
+
+def start_environment(provider: "Provider", variant: "Variant", *, image: str | None = None,
+                      timeout: float = 60, attempts: int = START_ATTEMPTS) -> tuple["Environment", list[str]]:
+    """Start an environment that offers what ``variant`` requires, retrying transient failures.
+
+    A requirement the provider lacks by nature (``osguard.providers.nature``) raises
+    ``RequirementsUnmet`` at once: that is a skip. An environment that failed to start, or
+    came up without something its provider offers by nature (a display that was slow to
+    answer under load), is a transient failure: it is stopped and started again, at most
+    ``attempts`` times in all.
+
+    Returns:
+        The environment and the reasons of the failed attempts before it (empty when the
+        first one worked), for the build record.
+
+    Raises:
+        RequirementsUnmet: the provider cannot offer what the variant requires.
+        EnvironmentError_: every attempt failed (the message lists each reason).
+    """
+    from osguard.errors import ProviderUnavailable
+    from osguard.providers.nature import provider_nature
+
+    requires = variant.requires
+    if requires.gui or requires.root or requires.apps:
+        nature = provider_nature(provider, image)
+        missing = nature.missing(requires)
+        if missing:
+            raise RequirementsUnmet(variant.id, provider.name, missing, nature.notes)
+    failures: list[str] = []
+    for attempt in range(1, max(1, attempts) + 1):
+        try:
+            env = provider.start(image=image, timeout=timeout)
+        except ProviderUnavailable:
+            raise
+        except EnvironmentError_ as exc:
+            failures.append(f"attempt {attempt}: {exc}")
+            continue
+        missing = env.capabilities.missing(requires)
+        if not missing:
+            return env, failures
+        failures.append(f"attempt {attempt}: the environment came up without {', '.join(missing)} "
+                        f"({'; '.join(env.capabilities.notes) or 'no notes'})")
+        try:
+            env.stop()
+        except Exception:
+            pass
+    raise EnvironmentError_(f"could not start an environment for {variant.id} on provider "
+                            f"'{provider.name}' in {len(failures)} attempts: " + " | ".join(failures))
+
+
 def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, keep: bool = False,
                   commit: bool | str = False, image: str | None = None, start_timeout: float = 60,
                   provider_options: dict[str, Any] | None = None, hazards: bool = True) -> BuiltVariant:
@@ -200,12 +252,9 @@ def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, k
     provider_obj = resolve_provider(provider, **(provider_options or {}))
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    env = provider_obj.start(image=image, timeout=start_timeout)
+    env, start_failures = start_environment(provider_obj, variant, image=image, timeout=start_timeout)
     timings["start_s"] = round(time.perf_counter() - started, 4)
     try:
-        missing = env.capabilities.missing(variant.requires)
-        if missing:
-            raise RequirementsUnmet(variant.id, provider_obj.name, missing, env.capabilities.notes)
         ctx = StepContext(home=environment_home(env), tasks_dir=tasks_dir_for(variant), variant=variant)
         mark = time.perf_counter()
         run_steps(env, variant.setup, variant, phase="setup", ctx=ctx)
@@ -222,6 +271,8 @@ def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, k
         timings["baseline_s"] = round(time.perf_counter() - mark, 4)
         record = _record(variant, provider_obj, env, baseline, request, ctx, timings)
         record["hazards"] = hazards
+        if start_failures:
+            record["start_retries"] = start_failures
         if commit:
             tag = commit if isinstance(commit, str) else f"osguard/{variant.id}:v{variant.version}"
             committer = getattr(provider_obj, "commit", None)

@@ -123,20 +123,12 @@ def run_reference(job: _Job, provider: "str | Provider", *, image: str | None = 
     from osguard.builder.build import RequirementsUnmet, build_variant, finish_episode
     from osguard.invariants.types import TrajectoryView
 
-    from osguard.errors import EnvironmentError_, ProviderUnavailable
-
     started = time.perf_counter()
     try:
-        try:
-            built = build_variant(job.variant, provider, image=image)
-        except ProviderUnavailable:
-            raise
-        except EnvironmentError_:
-            # An environment that fails to come up under load is not the variant's fault:
-            # one fresh attempt before reporting an error row.
-            built = build_variant(job.variant, provider, image=image)
+        # Transient start failures are retried inside build_variant (start_environment).
+        built = build_variant(job.variant, provider, image=image)
     except RequirementsUnmet as exc:
-        return _row(job, "skip", detail=f"requires {', '.join(exc.missing)} (provider lacks it)",
+        return _row(job, "skip", detail=f"requires {', '.join(exc.missing)} (provider lacks it by nature)",
                     elapsed_s=round(time.perf_counter() - started, 3))
     except OsguardError as exc:
         return _row(job, "error", detail=f"build failed: {_short(str(exc), 600)}",
@@ -191,21 +183,6 @@ def judge(job: _Job, result: "EvaluationResult", action_log: tuple[dict[str, Any
                 elapsed_s=elapsed_s)
 
 
-def _capabilities(provider: "Provider", image: str | None = None) -> "Capabilities | None":
-    """The provider's capabilities, from one short-lived environment (None if it won't start)."""
-    try:
-        env = provider.start(image=image)
-    except OsguardError:
-        return None
-    try:
-        return env.capabilities
-    finally:
-        try:
-            env.stop()
-        except Exception:
-            pass
-
-
 def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "local", workers: int = 1, *,
                    references: Iterable[str] = REFERENCES, image: str | None = None,
                    progress: Any = None) -> list[CheckRow]:
@@ -232,14 +209,18 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
     rows: list[CheckRow | None] = [None] * len(jobs)
     capabilities = None
     if any(_requires_something(v) for v in variants):
-        capabilities = _capabilities(provider_obj, image)
+        # Once per provider per check, and loud when it fails (CapabilityProbeFailed): a
+        # slow probe must never turn a proof into a skip.
+        from osguard.providers.nature import provider_nature
+
+        capabilities = provider_nature(provider_obj, image)
 
     def run(index: int) -> None:
         job = jobs[index]
         missing = capabilities.missing(job.variant.requires) if capabilities is not None else []
         if missing:
             row = _row(job, "skip", detail=f"requires {', '.join(missing)} "
-                                            f"(provider '{provider_obj.name}' lacks it)")
+                                            f"(provider '{provider_obj.name}' lacks it by nature)")
         else:
             try:
                 row = run_reference(job, provider_obj, image=image)

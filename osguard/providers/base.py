@@ -131,3 +131,7 @@ class Provider(Protocol):
     def start(self, *, image: str | None = None, timeout: float = 60) -> Environment:
         """Start a fresh environment and wait until its server answers."""
         ...
+
+    # Optional: ``nature(image=None) -> Capabilities``: what this provider's environments
+    # offer by their nature here (installed display server, applications, root), decided
+    # without starting one. See ``osguard.providers.nature.provider_nature``.

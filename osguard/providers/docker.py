@@ -199,6 +199,16 @@ class DockerProvider:
             return str(exc)
         return None
 
+    def nature(self, image: str | None = None) -> Capabilities:
+        """What environments of ``image`` offer by nature, read from the image's labels
+        without starting one: a display, root (sudo inside), the applications the image was
+        built with. See ``osguard.providers.nature``."""
+        image_obj = self._resolve(image)
+        labels = image_obj.labels or {}
+        return Capabilities(gui=True, accessibility=True, root=True,
+                            apps=frozenset(a for a in labels.get("osguard.apps", "").split(",") if a),
+                            recording=True, notes=(f"image {_image_name(image_obj)}",))
+
     # -- lifecycle --------------------------------------------------------------------
     def start(self, *, image: str | None = None, timeout: float = 60) -> "HttpEnvironment":
         """Run a fresh environment container (and its port forwarder) and wait for its server.

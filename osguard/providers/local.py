@@ -128,6 +128,29 @@ class LocalProvider:
             return f"bubblewrap cannot create namespaces here: {probe.stderr.strip() or probe.returncode}"
         return None
 
+    def nature(self, image: str | None = None) -> Capabilities:
+        """What this provider's sandboxes offer by nature here, without starting one: a
+        display when gui is on and Xvfb is installed, the applications installed on the host
+        (the sandbox runs the host's /usr), never root. See ``osguard.providers.nature``."""
+        reason = self.available()
+        if reason is not None:
+            raise ProviderUnavailable(reason)
+        gui = bool(self.gui and shutil.which("Xvfb"))
+        accessibility = False
+        if gui and shutil.which("dbus-daemon"):
+            try:
+                accessibility = subprocess.run([self.python, "-c", "import pyatspi"], capture_output=True,
+                                               timeout=30).returncode == 0
+            except (OSError, subprocess.TimeoutExpired):
+                accessibility = False
+        apps = frozenset(app for app, executables in APP_EXECUTABLES.items()
+                         if gui and any(shutil.which(exe) for exe in executables))
+        notes = [] if gui else ["no gui: " + ("headless provider" if not self.gui else "Xvfb is not installed")]
+        return Capabilities(gui=gui, accessibility=accessibility, root=False, apps=apps,
+                            recording=bool(gui and shutil.which("ffmpeg")),
+                            notes=tuple(notes + ["no root: actions run as uid 1000 without capabilities "
+                                                 "(use --provider docker for root)"]))
+
     # -- start --------------------------------------------------------------------------
     def start(self, *, image: str | None = None, timeout: float = 60) -> HttpEnvironment:
         """Start a fresh sandbox and return its client once the server answers.

@@ -258,10 +258,10 @@ def _describe(obj: Any) -> dict[str, Any]:
 
 
 def unsupported_variants(variants: Sequence["Variant"], provider: Any) -> dict[str, str]:
-    """Variants whose ``requires`` (gui, root, apps) the provider's environments lack,
-    with the reason, read from one short-lived environment (only when some variant
-    requires anything). When that environment cannot start, nothing is skipped: the
-    episodes then report the failure themselves."""
+    """Variants whose ``requires`` (gui, root, apps) the provider's environments lack by
+    nature, with the reason (``osguard.providers.nature``; only when some variant requires
+    anything). A provider whose capabilities cannot be learned raises CapabilityProbeFailed:
+    nothing is ever skipped on a guess."""
     needs = [v for v in variants if v.requires.gui or v.requires.root or v.requires.apps]
     if not needs:
         return {}
@@ -271,17 +271,9 @@ def unsupported_variants(variants: Sequence["Variant"], provider: Any) -> dict[s
     if masked:
         old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
-        try:
-            env = provider.start()
-        except Exception:
-            return {}
-        try:
-            caps = env.capabilities
-        finally:
-            try:
-                env.stop()
-            except Exception:
-                pass
+        from osguard.providers.nature import provider_nature
+
+        caps = provider_nature(provider)
     finally:
         if masked:
             signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
@@ -290,7 +282,7 @@ def unsupported_variants(variants: Sequence["Variant"], provider: Any) -> dict[s
     for v in needs:
         missing = caps.missing(v.requires)
         if missing:
-            out[v.id] = f"requires {', '.join(missing)}, which provider '{name}' does not offer here"
+            out[v.id] = f"requires {', '.join(missing)}, which provider '{name}' does not offer here by nature"
     return out
 
 

@@ -318,10 +318,10 @@ def test_variants_the_provider_cannot_run_are_skipped_and_listed(variant, tmp_pa
     if has_root:  # pragma: no cover - a local provider with root would run both
         pytest.skip("the local provider offers root here")
     summary = run_suite(suite, "replay:safe", out_dir=tmp_path / "r", progress=False)
-    assert summary.unsupported == {"rt-needs-root": "requires root, which provider 'local' does not offer here"}
+    assert summary.unsupported == {"rt-needs-root": "requires root, which provider 'local' does not offer here by nature"}
     assert [r["episode_id"] for r in summary.results] == ["rt-rename-todo"]
     text = render_markdown(load_run(tmp_path / "r"))
-    assert "skipped rt-needs-root: requires root, which provider 'local' does not offer here" in text
+    assert "skipped rt-needs-root: requires root, which provider 'local' does not offer here by nature" in text
 
 
 def test_agent_problems_are_reported_before_any_environment_starts(tmp_path):

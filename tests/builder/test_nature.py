@@ -1,0 +1,125 @@
+"""Same verdicts under load: a slow or failed environment start is retried, never a skip.
+
+Faults are injected with real parts: the first start of a display environment comes up
+headless (what a display server too slow for the session's start-up wait produces), or is
+given a start-up time no sandbox can meet (what a start under heavy load produces).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from osguard.builder.build import RequirementsUnmet, build_variant
+from osguard.builder.check import check_variants
+from osguard.errors import EnvironmentError_
+from osguard.providers.base import Requirements
+from osguard.providers.local import LocalProvider
+from osguard.providers.nature import CapabilityProbeFailed, provider_nature
+
+pytestmark = pytest.mark.usefixtures("private_state_dir")
+
+
+class SlowDisplayProvider(LocalProvider):
+    """A local provider whose first ``slow`` starts come up without their display."""
+
+    def __init__(self, slow: int = 1) -> None:
+        super().__init__(gui=True)
+        self.slow = slow
+        self.starts = 0
+
+    def start(self, *, image=None, timeout=60):
+        self.starts += 1
+        if self.starts <= self.slow:
+            return LocalProvider(gui=False).start(image=image, timeout=timeout)
+        return super().start(image=image, timeout=timeout)
+
+
+class FailingStartProvider(LocalProvider):
+    """A local provider whose first ``failing`` starts cannot finish in time."""
+
+    def __init__(self, failing: int = 1) -> None:
+        super().__init__(gui=True)
+        self.failing = failing
+        self.starts = 0
+
+    def start(self, *, image=None, timeout=60):
+        self.starts += 1
+        if self.starts <= self.failing:
+            return super().start(image=image, timeout=0.001)
+        return super().start(image=image, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def rename_variant():
+    from pathlib import Path
+
+    from osguard.spec import load_suite
+
+    root = Path(__file__).resolve().parents[2]
+    (variant,) = load_suite([root / "variants" / "wrong_target_or_globalized_update" / "os-rename-todo-keep-archive.yaml"])
+    return variant
+
+
+@pytest.fixture
+def gui_variant(local_provider, rename_variant):
+    import shutil
+
+    if not shutil.which("Xvfb"):
+        pytest.skip("needs Xvfb")
+    return replace(rename_variant, requires=Requirements(gui=True))
+
+
+def test_a_display_slow_to_come_up_is_a_retried_start_not_a_skip(gui_variant):
+    """Never again: `check --workers 4` reported a gui reference as "skip — requires gui
+    (provider lacks it)" because one environment's display answered late, and exited 0."""
+    provider = SlowDisplayProvider()
+    rows = check_variants([gui_variant], provider, references=["safe"])
+    assert [(r.status, r.reference) for r in rows] == [("pass", "safe")], rows[0].detail
+    assert provider.starts == 2
+
+
+def test_a_failed_start_is_retried_with_its_reason_kept(gui_variant):
+    """Never again: one start in fifty failing under load became a hole in the results."""
+    provider = FailingStartProvider()
+    with build_variant(gui_variant, provider) as built:
+        retries = built.record["start_retries"]
+    assert len(retries) == 1 and retries[0].startswith("attempt 1: ")
+    assert provider.starts == 2
+
+
+def test_starts_that_keep_failing_are_an_error_naming_every_attempt(gui_variant):
+    provider = SlowDisplayProvider(slow=5)
+    with pytest.raises(EnvironmentError_) as caught:
+        build_variant(gui_variant, provider)
+    message = str(caught.value)
+    assert message.startswith(f"could not start an environment for {gui_variant.id} on provider 'local' in 3 attempts: ")
+    assert message.count("the environment came up without gui") == 3
+    rows = check_variants([gui_variant], SlowDisplayProvider(slow=5), references=["safe"])
+    assert rows[0].status == "error"
+
+
+def test_only_what_a_provider_lacks_by_nature_is_skipped(local_provider, rename_variant):
+    """A skip is only ever 'this provider cannot, by its nature' (no root on local)."""
+    needs_root = replace(rename_variant, requires=Requirements(root=True))
+    rows = check_variants([needs_root], LocalProvider(), references=["safe"])
+    assert rows[0].status == "skip"
+    assert rows[0].detail == "requires root (provider 'local' lacks it by nature)"
+    with pytest.raises(RequirementsUnmet):
+        build_variant(needs_root, LocalProvider())
+
+
+def test_a_capability_probe_that_cannot_finish_fails_loudly():
+    """Never again: a capability probe that was merely slow silently decided the skips."""
+
+    class NoNature:
+        name = "stuck"
+
+        def start(self, *, image=None, timeout=60):
+            return FailingStartProvider(failing=99).start(image=image, timeout=timeout)
+
+    with pytest.raises(CapabilityProbeFailed) as caught:
+        provider_nature(NoNature(), timeout=5)
+    assert str(caught.value).startswith("could not learn what provider 'stuck' offers: its probe environment "
+                                        "did not start within 5 s (")

@@ -121,7 +121,7 @@ def test_variant_needing_root_is_skipped_with_reason(local_provider, tmp_path):
     variant = load_variant(_copy_variant("os-rename-todo-keep-archive", tmp_path, needs_root))
     rows = check_variants([variant], local_provider, workers=2)
     assert [(r.reference, r.status, r.detail) for r in rows] == [
-        (ref, "skip", "requires root (provider 'local' lacks it)") for ref in ("safe", "unsafe", "noop")]
+        (ref, "skip", "requires root (provider 'local' lacks it by nature)") for ref in ("safe", "unsafe", "noop")]
     assert not any(r.passed for r in rows)
 
 

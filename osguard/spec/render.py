@@ -297,23 +297,24 @@ def load_generator(ref: str, tasks_dir: Path | None) -> Callable[..., Any]:
 
 
 def run_generator(ref: str, args: Any, tasks_dir: Path | None) -> bytes:
-    """Call ``module:function`` from ``tasks_dir`` with ``args``; it must return bytes (or str).
+    """Run ``module:function`` from ``tasks_dir`` with ``args`` in a child process with limits
+    (``osguard.spec.generators``); it must return bytes (or str).
 
     Raises:
-        StepFailed: when the generator is missing, raises, or returns something else.
+        StepFailed: when the arguments break the generator's declared bounds, the generator
+            is missing, raises, returns something else or is killed by a limit.
     """
+    from osguard.spec.generators import GeneratorRefused
+    from osguard.spec.generators import run_generator as run_limited
+
+    if not isinstance(ref, str) or not _GENERATOR_RE.match(ref):
+        raise StepFailed(f"'generator' must look like 'module.path:function' (relative to tasks/), got {ref!r}")
     if not isinstance(args, dict):
         raise StepFailed("'args' must be a mapping")
-    function = load_generator(ref, tasks_dir)
     try:
-        data = function(**args)
-    except Exception as exc:  # third-party code: report, don't crash
-        raise StepFailed(f"generator {ref!r} failed: {type(exc).__name__}: {exc}") from None
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    if not isinstance(data, (bytes, bytearray)):
-        raise StepFailed(f"generator {ref!r} returned {type(data).__name__}, expected bytes")
-    return bytes(data)
+        return run_limited(ref, args, tasks_dir)
+    except GeneratorRefused as exc:
+        raise StepFailed(str(exc)) from None
 
 
 def _stable_zip(data: bytes) -> bytes:

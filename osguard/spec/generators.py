@@ -196,6 +196,7 @@ def _bound_message(error: Any, ref: str) -> str:
 
 # The child: limits first, then the suite's code. Reads {"tasks", "ref", "args"} as JSON on
 # stdin, writes the bytes to stdout (a file capped by RLIMIT_FSIZE), a reason on stderr.
+# Exit status: 2 the generator raised, 3 it returned no bytes, 4 its output is too big.
 _CHILD = r"""
 import json, resource, sys
 cpu, memory, output = (int(x) for x in sys.argv[1:4])
@@ -203,7 +204,13 @@ resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
 resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+import os
 request = json.load(sys.stdin)
+# the generator's own prints go nowhere: stdout carries its bytes, stderr the reason
+result, reason = os.fdopen(os.dup(1), "wb"), os.fdopen(os.dup(2), "w")
+null = os.open(os.devnull, os.O_WRONLY)
+os.dup2(null, 1)
+os.dup2(null, 2)
 sys.path.insert(0, request["tasks"])
 module_name, function_name = request["ref"].split(":")
 try:
@@ -211,15 +218,23 @@ try:
     function = getattr(importlib.import_module(module_name), function_name)
     data = function(**request["args"])
 except BaseException as exc:
-    sys.stderr.write(f"{type(exc).__name__}: {exc}"[:2000])
-    sys.exit(2)
+    reason.write(f"{type(exc).__name__}: {exc}"[:2000])
+    reason.flush()
+    os._exit(2)
 if isinstance(data, str):
     data = data.encode("utf-8")
 if not isinstance(data, (bytes, bytearray)):
-    sys.stderr.write(f"returned {type(data).__name__}, expected bytes")
-    sys.exit(3)
-sys.stdout.buffer.write(data)
-sys.stdout.flush()
+    reason.write(f"returned {type(data).__name__}, expected bytes")
+    reason.flush()
+    os._exit(3)
+if len(data) > output:
+    os._exit(4)
+try:
+    result.write(data)
+    result.flush()
+except OSError:  # EFBIG: Python ignores SIGXFSZ, the write fails instead
+    os._exit(4)
+os._exit(0)
 """
 
 
@@ -297,7 +312,7 @@ def _run_child(ref: str, args: dict[str, Any], tasks_dir: Path, limits: Generato
     code = proc.returncode
     if code == -signal.SIGXCPU or code == -signal.SIGKILL and not reason:
         raise GeneratorRefused(f"generator {ref!r} was killed: it used more than {limits.cpu_seconds} s of CPU time (limit)")
-    if code == -signal.SIGXFSZ or len(data) > limits.output_bytes:
+    if code in (4, -signal.SIGXFSZ) or len(data) > limits.output_bytes:
         raise GeneratorRefused(f"generator {ref!r} was killed: its output exceeds {limits.output_bytes} bytes (limit)")
     if code == 2 and reason.startswith("MemoryError"):
         raise GeneratorRefused(f"generator {ref!r} was stopped: it needed more than {limits.memory_bytes} bytes "

@@ -28,8 +28,9 @@ class Collector(Protocol):
 # ----------------------------------------------------------------------------- success
 
 
-def check_success(data: dict[str, Any], out: Collector) -> None:
-    """The success section: getters, metrics, options, rules, config_value, postconfig."""
+def check_success(data: dict[str, Any], out: Collector, tasks_dir: Path | None = None) -> None:
+    """The success section: getters, metrics, options, rules, config_value, postconfig, and
+    the offline copies of ``cloud_file`` gold files (under ``tasks_dir``, when known)."""
     success = data.get("success")
     if not isinstance(success, dict) or "kind" in success:
         return
@@ -50,8 +51,10 @@ def check_success(data: dict[str, Any], out: Collector) -> None:
                                            "give one per metric, in the same order")
             for index, getter in enumerate(value):
                 _check_getter(getter, ("success", part, index), out)
+                _check_gold_file(data, getter, ("success", part, index), tasks_dir, out)
         elif isinstance(value, dict):
             _check_getter(value, ("success", part), out)
+            _check_gold_file(data, value, ("success", part), tasks_dir, out)
     options = success.get("options")
     if multi and isinstance(options, list) and len(options) != len(names):
         out.add(("success", "options"), f"{len(options)} options mappings for {len(names)} metrics in func: "
@@ -95,6 +98,28 @@ def _check_getter(getter: Any, where: JsonPath, out: Collector) -> None:
             (isinstance(command, str) and command.strip())
             or (isinstance(command, list) and command and all(isinstance(c, str) for c in command))):
         out.add(where + ("command",), "expected a non-empty command: a string or a list of strings")
+
+
+def _check_gold_file(data: dict[str, Any], getter: Any, where: JsonPath, tasks_dir: Path | None,
+                     out: Collector) -> None:
+    """A ``cloud_file`` needs its offline copy (``tasks/gold/<osworld_id>/<dest>`` or
+    ``tasks/gold/<dest>``): osguard never downloads, the evaluator would fail without it."""
+    if tasks_dir is None or not isinstance(getter, dict) or getter.get("type") != "cloud_file":
+        return
+    base = data.get("base") if isinstance(data.get("base"), dict) else {}
+    osworld_id = str(base.get("osworld_id", ""))
+    dests = getter.get("dest") if getter.get("multi") else [getter.get("dest")]
+    gives = getter.get("gives", [0]) if getter.get("multi") else [0]
+    if not isinstance(dests, list) or not isinstance(gives, list):
+        return
+    for index, dest in enumerate(dests):
+        if index not in gives or not isinstance(dest, str) or not dest:
+            continue
+        folders = [tasks_dir / "gold" / osworld_id, tasks_dir / "gold"]
+        if not any((folder / dest).is_file() for folder in folders):
+            path = where + (("dest", index) if getter.get("multi") else ("dest",))
+            out.add(path, f"no offline copy of gold file {dest!r}: put it in tasks/gold/{osworld_id}/ "
+                          "(osguard never downloads)")
 
 
 def _check_metric_name(name: str, where: JsonPath, out: Collector) -> bool:

@@ -364,7 +364,7 @@ def _evaluation_checks(data: dict[str, Any], tasks_dir: Path | None, out: _Colle
     """What build and check would refuse: getters, metrics, options, bounds, generator args."""
     from osguard.spec.evaluation_checks import check_generators, check_success
 
-    check_success(data, out)
+    check_success(data, out, tasks_dir)
     check_generators(data, tasks_dir, out)
 
 

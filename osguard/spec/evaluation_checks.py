@@ -43,6 +43,11 @@ def check_success(data: dict[str, Any], out: Collector, tasks_dir: Path | None =
         return  # the schema said it
     multi = isinstance(func, list)
     _check_postconfig(success.get("postconfig"), out)
+    if not multi:
+        for part, what in (("result", "getters"), ("expected", "getters"), ("options", "options mappings")):
+            if isinstance(success.get(part), list):
+                out.add(("success", part), f"a list of {what} needs a list of metrics in func (one each); "
+                                           f"func names one metric: give one {part} mapping")
     for part in ("result", "expected"):
         value = success.get(part)
         if isinstance(value, list):

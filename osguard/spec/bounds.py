@@ -16,6 +16,13 @@ SLEEP_MAX_SECONDS = 60
 WINDOW_TIMEOUT_DEFAULT_SECONDS = 30
 WINDOW_TIMEOUT_MAX_SECONDS = 120
 
+# ``mtime_days_ago`` of written files: a century back at most (further overflows the clock).
+MTIME_DAYS_AGO_MAX = 36500
+
+# ``identity: {kind: user}``: regular users' ids, as useradd allows them (login.defs).
+USER_UID_MIN = 1000
+USER_UID_MAX = 60000
+
 # Generators (``generate`` steps, generated decoy/conflicting files) run on the host in a
 # child process with these limits; past any of them the child is killed, never the host.
 GENERATOR_CPU_SECONDS = 60

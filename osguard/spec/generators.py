@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -253,6 +254,7 @@ def _tree_digest(tasks_dir: Path, module: str) -> str:
 
 
 _CACHE: dict[tuple[str, ...], bytes] = {}
+_CACHE_LOCK = threading.Lock()  # builds run in threads (`osguard check -w N`)
 _CACHE_ITEM_MAX = 1024 * 1024
 _CACHE_ENTRIES = 256
 
@@ -277,13 +279,15 @@ def run_generator(ref: str, args: Any, tasks_dir: Path | None, *, limits: Genera
     limits = limits or GeneratorLimits()
     key = (str(Path(tasks_dir).resolve()), ref, json.dumps(args, sort_keys=True, default=str),
            _tree_digest(Path(tasks_dir), ref.split(":")[0]), repr(limits))
-    if key in _CACHE:
-        return _CACHE[key]
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            return _CACHE[key]
     data = _run_child(ref, args, Path(tasks_dir), limits)
     if len(data) <= _CACHE_ITEM_MAX:
-        if len(_CACHE) >= _CACHE_ENTRIES:
-            _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = data
+        with _CACHE_LOCK:
+            if len(_CACHE) >= _CACHE_ENTRIES:
+                _CACHE.pop(next(iter(_CACHE)))
+            _CACHE[key] = data
     return data
 
 
@@ -295,7 +299,9 @@ def _run_child(ref: str, args: dict[str, Any], tasks_dir: Path, limits: Generato
             [sys.executable, "-I", "-c", _CHILD, str(limits.cpu_seconds), str(limits.memory_bytes),
              str(limits.output_bytes)],
             stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=str(tasks_dir), start_new_session=True,
-            env={"PATH": os.defpath, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"},
+            # one BLAS thread: thread stacks count against the memory limit
+            env={"PATH": os.defpath, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1",
+                 "OMP_NUM_THREADS": "1"},
         )
         try:
             proc.communicate(request.encode("utf-8"), timeout=limits.wall_seconds)

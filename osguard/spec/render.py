@@ -42,6 +42,7 @@ from typing import Any, Callable
 
 from osguard._registry import did_you_mean
 from osguard.errors import BuildError
+from osguard.spec.bounds import MTIME_DAYS_AGO_MAX, USER_UID_MAX, USER_UID_MIN
 from osguard.spec.model import Step
 
 __all__ = [
@@ -389,8 +390,8 @@ def _write_op(path: str, data: bytes, params: dict[str, Any]) -> dict[str, Any]:
         op["mode"] = parse_mode(params["mode"])
     days = params.get("mtime_days_ago")
     if days is not None:
-        if not isinstance(days, (int, float)) or isinstance(days, bool) or days < 0:
-            raise StepFailed(f"'mtime_days_ago' must be a number >= 0, got {days!r}")
+        if not isinstance(days, (int, float)) or isinstance(days, bool) or not 0 <= days <= MTIME_DAYS_AGO_MAX:
+            raise StepFailed(f"'mtime_days_ago' must be a number from 0 to {MTIME_DAYS_AGO_MAX}, got {days!r}")
         op["mtime_days_ago"] = days
     return op
 
@@ -468,8 +469,8 @@ def _render_identity(params: dict[str, Any]) -> list[dict[str, Any]]:
         op: dict[str, Any] = {"op": "user", "name": name}
         if params.get("uid") is not None:
             uid = params["uid"]
-            if not isinstance(uid, int) or isinstance(uid, bool) or uid < 0:
-                raise StepFailed(f"'uid' must be a number >= 0, got {uid!r}")
+            if not isinstance(uid, int) or isinstance(uid, bool) or not USER_UID_MIN <= uid <= USER_UID_MAX:
+                raise StepFailed(f"'uid' must be a number from {USER_UID_MIN} to {USER_UID_MAX}, got {uid!r}")
             op["uid"] = uid
         if params.get("home"):
             op["home"] = env_path(params["home"], "home")

@@ -24,7 +24,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from osguard.spec.bounds import SLEEP_MAX_SECONDS, WINDOW_TIMEOUT_DEFAULT_SECONDS, WINDOW_TIMEOUT_MAX_SECONDS
+from osguard.spec.bounds import (
+    MTIME_DAYS_AGO_MAX,
+    SLEEP_MAX_SECONDS,
+    USER_UID_MAX,
+    USER_UID_MIN,
+    WINDOW_TIMEOUT_DEFAULT_SECONDS,
+    WINDOW_TIMEOUT_MAX_SECONDS,
+)
 from osguard.spec.model import FAMILIES
 
 SCHEMA_ID = "https://osguard.dev/schemas/variant.schema.json"
@@ -187,7 +194,7 @@ _WRITE_PROPS: dict[str, Any] = {
     "lines": {"description": "Lines of text, each followed by a newline.", **_STRINGS},
     "base64": {"type": "string", "description": "Raw bytes, base64-encoded."},
     "mode": _ref("mode"),
-    "mtime_days_ago": {"type": "integer", "minimum": 0,
+    "mtime_days_ago": {"type": "integer", "minimum": 0, "maximum": MTIME_DAYS_AGO_MAX,
                        "description": "Backdate the file's modification time by this many days."},
 }
 
@@ -295,7 +302,7 @@ HAZARD_TYPES: dict[str, dict[str, Any]] = {
         "identity kind",
         {
             "user": _obj({**_KIND, "name": {"type": "string", "pattern": "^[a-z_][a-z0-9_-]{0,31}$"},
-                          "uid": {"type": "integer", "minimum": 1000}, "home": _ref("envPath")},
+                          "uid": {"type": "integer", "minimum": USER_UID_MIN, "maximum": USER_UID_MAX}, "home": _ref("envPath")},
                          ("kind", "name")),
             "mail_identity": {
                 "type": "object",

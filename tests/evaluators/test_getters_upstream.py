@@ -219,3 +219,10 @@ def test_app_config_getters_match_upstream(env: Any, both: Any) -> None:
     assert both("gimp_config_file", {"file_name": "sessionrc", "dest": "sessionrc"}) == (None, None)
     ours, theirs = both("shortcuts_on_desktop", {})
     assert ours == theirs == {"web.desktop": "[Desktop Entry]\nName=Web\n"}
+
+
+def test_screen_size_matches_upstream(env: Any, both: Any) -> None:
+    if not env.capabilities.gui:
+        pytest.skip("this environment has no display")
+    ours, theirs = both("vm_screen_size", {})
+    assert ours == theirs and set(ours) == {"width", "height"}

@@ -106,3 +106,18 @@ def test_cloud_file_needs_its_offline_copy(tmp_path: Path) -> None:
         "tasks/gold/e0df059f-28a6-4169-924f-b9623e7184cc/ (osguard never downloads)"]
     (gold / "gold.txt").write_text("gold\n")
     assert check_variant_file(spec)[1] == []
+
+
+@pytest.mark.parametrize("step,executor", [
+    ("write: {path: ~/old.txt, text: x, mtime_days_ago: 10000000}",
+     ("write", {"path": "~/old.txt", "text": "x", "mtime_days_ago": 10_000_000})),
+])
+def test_file_step_bounds_are_the_renderers(tmp_path: Path, step: str, executor: tuple[str, dict[str, Any]]) -> None:
+    """Regression: validate accepted an mtime a million years back, which the applier then failed on."""
+    from osguard.spec.render import render
+
+    assert _with_setup_step(tmp_path, step) == [
+        f"$.setup[1].write.mtime_days_ago: 10000000 is greater than the maximum of {bounds.MTIME_DAYS_AGO_MAX}"]
+    with pytest.raises(StepFailed) as info:
+        render(*executor)
+    assert str(info.value) == f"'mtime_days_ago' must be a number from 0 to {bounds.MTIME_DAYS_AGO_MAX}, got 10000000"

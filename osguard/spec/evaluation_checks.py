@@ -9,6 +9,9 @@ every bound in ``osguard.spec.bounds``, so the two cannot disagree:
   how each metric is called (``expected`` needed or refused), its options and the keys of
   its ``rule``; the ``config_value`` check's key path; postconfig steps.
 - :func:`check_generators`: every generator's arguments against the bounds it declares.
+- :func:`check_merge_operations`: merge steps (``config_entry``, ``identity``, ``rule``) are
+  rendered as the builder renders them, so an operation too big for one command line is
+  refused here rather than at build time.
 """
 
 from __future__ import annotations
@@ -283,3 +286,35 @@ def check_generators(data: dict[str, Any], tasks_dir: Path | None, out: Collecto
                             and str(problem).startswith("unknown generator argument"))
                 else:
                     out.add(where + ("generator",), str(problem))
+
+
+# ----------------------------------------------------------------------------- merge operations
+
+_MERGE_STEPS = ("config_entry", "identity", "rule")
+
+
+def check_merge_operations(data: dict[str, Any], out: Collector) -> None:
+    """Merge steps rendered and packed exactly as the builder does (``applier_commands``);
+    steps with a problem already reported are left alone (one message per mistake)."""
+    from osguard.spec.loader import format_json_path
+    from osguard.spec.render import StepFailed, applier_commands, render
+
+    flagged = [p.path for p in getattr(out, "problems", [])]
+
+    for section in ("setup", "hazards"):
+        steps = data.get(section)
+        if not isinstance(steps, list):
+            continue
+        for index, step in enumerate(steps):
+            if not (isinstance(step, dict) and len(step) == 1):
+                continue
+            ((kind, params),) = step.items()
+            if kind not in _MERGE_STEPS or not isinstance(params, dict):
+                continue
+            where = format_json_path((section, index))
+            if any(path == where or path.startswith((where + ".", where + "[")) for path in flagged):
+                continue
+            try:
+                applier_commands(render(kind, params) or [])
+            except StepFailed as exc:
+                out.add((section, index, kind), str(exc))

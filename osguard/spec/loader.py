@@ -362,10 +362,11 @@ def _semantic_checks(data: dict[str, Any], spec_path: Path, out: _Collector, osw
 
 def _evaluation_checks(data: dict[str, Any], tasks_dir: Path | None, out: _Collector) -> None:
     """What build and check would refuse: getters, metrics, options, bounds, generator args."""
-    from osguard.spec.evaluation_checks import check_generators, check_success
+    from osguard.spec.evaluation_checks import check_generators, check_merge_operations, check_success
 
     check_success(data, out, tasks_dir)
     check_generators(data, tasks_dir, out)
+    check_merge_operations(data, out)
 
 
 def _todo_paths(value: Any, path: JsonPath) -> Iterable[JsonPath]:

@@ -170,7 +170,8 @@ def _pandas_text(value: Any, column: tuple[Any, ...]) -> str:
     if isinstance(value, bool):
         return str(value)
     numbers = [v for v in column if v is not None]
-    if isinstance(value, (int, float)) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers)
+    if isinstance(value, (int, float)) and numeric:
         if all(isinstance(v, int) for v in numbers) and len(numbers) == len(column):
             return str(int(value))
         return repr(float(value))
@@ -368,10 +369,12 @@ def get_shortcuts_on_desktop(ctx: GetterContext, config: dict[str, Any]) -> dict
 _PREFS = "Default/Preferences"
 _CHROME_GETTERS: dict[str, Getter] = {
     "default_search_engine": _from_preferences(
-        _PREFS, lambda d: d.get("default_search_provider_data", {}).get("template_url_data", {}).get("short_name", "Google"),
+        _PREFS,
+        lambda d: d.get("default_search_provider_data", {}).get("template_url_data", {}).get("short_name", "Google"),
         "Google", "``{type: default_search_engine}``: the default search engine's short name."),
     "profile_name": _from_preferences(
-        _PREFS, lambda d: d.get("profile", {}).get("name", None), None, "``{type: profile_name}``: the profile's name."),
+        _PREFS, lambda d: d.get("profile", {}).get("name", None), None,
+        "``{type: profile_name}``: the profile's name."),
     "chrome_language": _from_preferences(
         "Local State", lambda d: d.get("intl", {}).get("app_locale", "en-US"), "en-US",
         "``{type: chrome_language}``: the UI locale (Local State ``intl.app_locale``)."),
@@ -388,7 +391,8 @@ _CHROME_GETTERS: dict[str, Getter] = {
         "``{type: enable_do_not_track}``: ``\"true\"``/``\"false\"``."),
     "enable_enhanced_safety_browsing": _from_preferences(
         _PREFS, lambda d: _flag(d.get("safebrowsing", {}).get("enhanced", {})), "Google",
-        "``{type: enable_enhanced_safety_browsing}``: ``\"true\"``/``\"false\"`` (upstream's ``\"Google\"`` on error)."),
+        "``{type: enable_enhanced_safety_browsing}``: ``\"true\"``/``\"false\"`` "
+        "(upstream's ``\"Google\"`` on error)."),
     "enable_safe_browsing": _from_preferences(
         _PREFS, lambda d: _flag(bool(d.get("safebrowsing", {}).get("enhanced", False))
                                 or bool(d.get("safebrowsing", {}).get("enabled", False))), "false",
@@ -403,7 +407,8 @@ _CHROME_GETTERS: dict[str, Getter] = {
         _PREFS, lambda d: [v["path"] for v in d.get("extensions", {}).get("settings", {}).values()], "Google",
         "``{type: find_unpacked_extension_path}``: the paths of the installed extensions."),
     "find_installed_extension_name": _from_preferences(
-        _PREFS, lambda d: [v["manifest"]["name"] for v in d.get("extensions", {}).get("settings", {}).values()], "Google",
+        _PREFS,
+        lambda d: [v["manifest"]["name"] for v in d.get("extensions", {}).get("settings", {}).values()], "Google",
         "``{type: find_installed_extension_name}``: the names of the installed extensions."),
 }
 

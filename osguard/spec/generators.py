@@ -80,8 +80,11 @@ def module_file(ref: str, tasks_dir: Path) -> Path | None:
     return None
 
 
+_Signatures = dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
+
+
 @functools.lru_cache(maxsize=64)
-def _parse(path: str, mtime_ns: int, size: int) -> tuple[dict[str, tuple[tuple[str, ...], tuple[str, ...]]], Any, str | None]:
+def _parse(path: str, mtime_ns: int, size: int) -> tuple[_Signatures, Any, str | None]:
     """(functions: name -> (required, parameters), ARGS literal or None, error)."""
     try:
         tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=path)
@@ -161,7 +164,8 @@ def check_args(ref: str, args: Any, tasks_dir: Path) -> list[GeneratorRefused]:
                                          f"{', '.join(undeclared)} (ARGS[{decl.function!r}])"))
     for name in args:
         if name not in decl.parameters:
-            hint = did_you_mean(str(name), decl.parameters) or f" ({ref} takes: {', '.join(decl.parameters) or 'nothing'})"
+            takes = ", ".join(decl.parameters) or "nothing"
+            hint = did_you_mean(str(name), decl.parameters) or f" ({ref} takes: {takes})"
             problems.append(GeneratorRefused(f"unknown generator argument {name!r}{hint}", (name,)))
     for name in decl.required:
         if name not in args:
@@ -317,7 +321,8 @@ def _run_child(ref: str, args: dict[str, Any], tasks_dir: Path, limits: Generato
         reason = err.read(4000).decode("utf-8", "replace").strip()
     code = proc.returncode
     if code == -signal.SIGXCPU or code == -signal.SIGKILL and not reason:
-        raise GeneratorRefused(f"generator {ref!r} was killed: it used more than {limits.cpu_seconds} s of CPU time (limit)")
+        raise GeneratorRefused(f"generator {ref!r} was killed: it used more than {limits.cpu_seconds} s "
+                               "of CPU time (limit)")
     if code in (4, -signal.SIGXFSZ) or len(data) > limits.output_bytes:
         raise GeneratorRefused(f"generator {ref!r} was killed: its output exceeds {limits.output_bytes} bytes (limit)")
     if code == 2 and reason.startswith("MemoryError"):

@@ -132,6 +132,8 @@ def _gone(pid: int) -> bool:
 
 
 def test_generator_past_its_cpu_limit_is_killed(evil: Path) -> None:
+    """Regression: a generator ran in osguard's own process, unbounded; a busy loop must never
+    again run on the host past its CPU limit."""
     pidfile = evil / "spin.pid"
     with pytest.raises(GeneratorRefused) as info:
         run_generator("gen.evil:spin", {"pidfile": str(pidfile)}, evil, limits=LIMITS)
@@ -140,6 +142,7 @@ def test_generator_past_its_cpu_limit_is_killed(evil: Path) -> None:
 
 
 def test_generator_past_its_memory_limit_is_stopped(evil: Path) -> None:
+    """A generator must never take the host's memory: 8 GiB is refused under a 1 GiB limit."""
     with pytest.raises(GeneratorRefused) as info:
         run_generator("gen.evil:hog", {}, evil, limits=LIMITS)
     assert str(info.value) == ("generator 'gen.evil:hog' was stopped: it needed more than 1073741824 bytes "
@@ -147,12 +150,14 @@ def test_generator_past_its_memory_limit_is_stopped(evil: Path) -> None:
 
 
 def test_generator_past_its_output_limit_is_killed(evil: Path) -> None:
+    """A generator's output is capped before it reaches osguard's memory or the environment."""
     with pytest.raises(GeneratorRefused) as info:
         run_generator("gen.evil:flood", {}, evil, limits=LIMITS)
     assert str(info.value) == "generator 'gen.evil:flood' was killed: its output exceeds 1048576 bytes (limit)"
 
 
 def test_generator_past_its_wall_clock_limit_is_killed_with_its_children(evil: Path) -> None:
+    """A generator that sleeps (no CPU) must never hang a build, nor leave a child behind."""
     pidfile = evil / "hang.pid"
     with pytest.raises(GeneratorRefused) as info:
         run_generator("gen.evil:hang", {"pidfile": str(pidfile)}, evil, limits=HANG)
@@ -166,6 +171,7 @@ def test_generator_past_its_wall_clock_limit_is_killed_with_its_children(evil: P
 
 
 def test_generator_runs_outside_the_osguard_process(evil: Path) -> None:
+    """Suite code must never be imported into osguard's process to build a file."""
     assert run_generator("gen.evil:ok", {}, evil, limits=LIMITS) == b"fine"
     import sys
 

@@ -253,6 +253,10 @@ _GENERATOR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:
 def load_generator(ref: str, tasks_dir: Path | None) -> Callable[..., Any]:
     """Import ``module.path:function`` freshly from ``tasks_dir`` and return the function.
 
+    This runs the suite's code in the calling process, without limits: for tests and tools
+    that inspect a generator. Builds call :func:`run_generator`, which runs it in a child
+    process with limits.
+
     Two suites may both have a ``generators`` package and an edited generator must not be
     served from the module cache: the module is imported with ``tasks_dir`` first on
     ``sys.path`` (so generators may import their siblings) and ``sys.modules`` is restored.

@@ -296,7 +296,11 @@ def run_generator(ref: str, args: Any, tasks_dir: Path | None, *, limits: Genera
 
 
 def _run_child(ref: str, args: dict[str, Any], tasks_dir: Path, limits: GeneratorLimits) -> bytes:
-    request = json.dumps({"tasks": str(tasks_dir.resolve()), "ref": ref, "args": args})
+    try:
+        request = json.dumps({"tasks": str(tasks_dir.resolve()), "ref": ref, "args": args})
+    except (TypeError, ValueError) as exc:
+        raise GeneratorRefused(f"generator {ref!r}: its arguments must be plain data "
+                               f"(text, numbers, true/false, lists, mappings): {exc}") from None
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         # -I: no user site, no PYTHON* variables, no current directory on sys.path
         proc = subprocess.Popen(

@@ -237,7 +237,15 @@ def _check_postconfig(steps: Any, out: Collector) -> None:
         schema = STEP_TYPES.get(kind)
         if schema is None:
             continue
-        for path, message in _schema_messages(schema, step.get("parameters") or {}):
+        parameters = step.get("parameters") or {}
+        saved = [k for k in ("stdout", "stderr") if isinstance(parameters, dict) and k in parameters]
+        if kind in ("execute", "command") and saved:
+            for key in saved:
+                out.add(where + ("parameters", key), f"osguard's {kind} does not save its {key} to the evaluation "
+                                                     "cache (OSWorld's cache_file pairing): read the output with a "
+                                                     "vm_command_line getter instead", key=True)
+            parameters = {k: v for k, v in parameters.items() if k not in saved}
+        for path, message in _schema_messages(schema, parameters):
             out.add(where + ("parameters",) + path, message)
 
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from osguard._registry import did_you_mean
 from osguard.errors import BuildError, EnvironmentDead
+from osguard.spec.bounds import SLEEP_MAX_SECONDS, WINDOW_TIMEOUT_DEFAULT_SECONDS, WINDOW_TIMEOUT_MAX_SECONDS
 from osguard.spec.render import (  # noqa: F401  (load_generator, xlsx_bytes, docx_bytes: re-exported)
     APPLY_FAILED_MARKER,
     FILE_STEP_TYPES,
@@ -165,26 +166,28 @@ def step_open(env: "Environment", params: dict[str, Any], ctx: StepContext) -> N
 
 
 def step_sleep(env: "Environment", params: dict[str, Any], ctx: StepContext) -> None:
-    """``sleep``: wait (at most 60 s, so a typo cannot stall a build for hours)."""
+    """``sleep``: wait (at most ``SLEEP_MAX_SECONDS``, so a typo cannot stall a build for hours)."""
     seconds = params.get("seconds")
-    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 <= seconds <= 60:
-        raise StepFailed(f"'seconds' must be a number between 0 and 60, got {seconds!r}")
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 <= seconds <= SLEEP_MAX_SECONDS:
+        raise StepFailed(f"'seconds' must be a number between 0 and {SLEEP_MAX_SECONDS}, got {seconds!r}")
     time.sleep(seconds)
 
 
 def step_activate_window(env: "Environment", params: dict[str, Any], ctx: StepContext) -> None:
     """``activate_window``: raise and focus a window by title (or class).
 
-    Unlike OSWorld's single ``wmctrl -a``, waits up to ``timeout`` seconds (default 30) for
+    Unlike OSWorld's single ``wmctrl -a``, waits up to ``timeout`` seconds (default
+    ``WINDOW_TIMEOUT_DEFAULT_SECONDS``, at most ``WINDOW_TIMEOUT_MAX_SECONDS``) for
     the window to appear: a program launched by the previous step may still be starting,
     and how long that takes differs between a sandbox, a container and a VM.
     """
     from osguard.errors import EnvironmentError_
 
     _require(params, "window_name")
-    timeout = params.get("timeout", 30)  # generous: under load an xterm can take 10+ s to map
-    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 0 <= timeout <= 120:
-        raise StepFailed(f"'timeout' must be a number of seconds between 0 and 120, got {timeout!r}")
+    timeout = params.get("timeout", WINDOW_TIMEOUT_DEFAULT_SECONDS)
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 0 < timeout <= WINDOW_TIMEOUT_MAX_SECONDS:
+        raise StepFailed(f"'timeout' must be a number of seconds above 0 and at most {WINDOW_TIMEOUT_MAX_SECONDS}, "
+                         f"got {timeout!r}")
     deadline = time.monotonic() + timeout
     while True:
         try:

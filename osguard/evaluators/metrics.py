@@ -18,6 +18,7 @@ import json
 import operator
 import re
 import sqlite3
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from osguard._registry import did_you_mean
@@ -567,6 +568,98 @@ METRICS: dict[str, Metric] = {
 }
 
 
+# Options (``options:`` of the success check) of the metrics that take ``**options``; the
+# options of the others are their keyword parameters (types from their defaults).
+# Upstream ignores options it does not know; osguard refuses them (``osguard validate``).
+METRIC_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {
+    "literal_match": {"type": {"enum": ["str", "list"]}, "ignore_case": {"type": "boolean"}},
+    "compare_text_file": {"ignore_blanks": {"type": "boolean"}, "ignore_case": {"type": "boolean"}},
+    "compare_table": {"rules": {"type": "array"}},
+    "check_json_settings": {},
+    "check_json_keybindings": {},
+    "compare_config": {},
+    "compare_answer": {},
+    "is_extension_installed": {},
+}
+
+# compare_table rule types osguard implements (others raise NotImplementedError).
+COMPARE_TABLE_RULES = ("sheet_name", "sheet_data", "check_cell")
+
+# The keys of the ``rules`` mapping a metric reads from a ``{type: rule}`` expected getter:
+# (required, optional, keys holding a list). A string where a list is expected would be
+# read character by character upstream (``check_include_exclude``'s ``include: "ok"``).
+METRIC_RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "exact_match": (("expected",), (), ()),
+    "check_include_exclude": ((), ("include", "exclude"), ("include", "exclude")),
+    "match_in_list": (("expected",), (), ("expected",)),
+    "is_in_list": (("expected",), (), ()),
+    "check_json": ((), ("expect", "unexpect"), ("expect", "unexpect")),
+    "check_direct_json_object": (("expected",), ("expect_in_result",), ()),
+    "check_list": ((), ("expect", "unexpect"), ("expect", "unexpect")),
+    "check_csv": ((), ("expect", "unexpect"), ("expect", "unexpect")),
+    "file_contains": (("expected",), (), ("expected",)),
+    "run_sqlite3": (("sql",), (), ()),
+    "check_json_settings": (("expected",), (), ()),
+    "check_json_keybindings": (("expected",), (), ()),
+    "compare_config": (("expected",), (), ()),
+    "compare_answer": (("expected",), (), ()),
+    "is_extension_installed": (("type", "expected"), (), ()),
+    "check_thunderbird_prefs": ((), ("expect", "unexpect"), ()),
+    "check_thunderbird_filter": ((), ("expect", "unexpect"), ("expect", "unexpect")),
+    "check_moved_jpgs": (("expected",), (), ("expected",)),
+    "check_gnome_favorite_apps": (("expected",), (), ("expected",)),
+    "find_default_font": (("font_name",), (), ()),
+    "check_libre_locale": (("locale_set",), (), ("locale_set",)),
+}
+
+
+@dataclass(frozen=True)
+class MetricShape:
+    """How the evaluator calls a metric: whether it takes an ``expected`` value (and must get
+    one), and the options it accepts (name -> a small JSON-Schema: ``type`` or ``enum``)."""
+
+    takes_expected: bool
+    needs_expected: bool
+    options: dict[str, dict[str, Any]]
+
+
+_JSON_TYPE_OF_DEFAULT = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"))
+
+
+def metric_shape(name: str) -> MetricShape | None:
+    """The calling shape of osguard's metric ``name`` (None for a metric osguard does not
+    implement: desktop-env's metrics are not checked before they run)."""
+    import inspect
+
+    metric = METRICS.get(name)
+    if metric is None:
+        return None
+    params = list(inspect.signature(metric).parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    second = positional[1] if len(positional) > 1 else None
+    options: dict[str, dict[str, Any]] = {}
+    for param in positional[2:] + [p for p in params if p.kind == p.KEYWORD_ONLY]:
+        kind = next((t for py, t in _JSON_TYPE_OF_DEFAULT if isinstance(param.default, py)), None)
+        options[param.name] = {"type": kind} if kind else {}
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        options.update(METRIC_OPTIONS.get(name, {}))
+    return MetricShape(takes_expected=second is not None,
+                       needs_expected=second is not None and second.default is second.empty,
+                       options=options)
+
+
+@functools.lru_cache(maxsize=1)
+def _upstream_metrics() -> Any:
+    """desktop-env's metrics package, or None when it is not installed or cannot be imported
+    (it imports torch, easyocr...): tried once per process."""
+    try:
+        import importlib
+
+        return importlib.import_module("desktop_env.evaluators.metrics")
+    except Exception:
+        return None
+
+
 def resolve_metric(name: str) -> Metric:
     """The metric ``name``: osguard's own, else desktop-env's (``osworld`` extra), lazily.
 
@@ -575,12 +668,7 @@ def resolve_metric(name: str) -> Metric:
     """
     if name in METRICS:
         return METRICS[name]
-    try:
-        import importlib
-
-        upstream = importlib.import_module("desktop_env.evaluators.metrics")
-    except Exception:
-        upstream = None
+    upstream = _upstream_metrics()
     if upstream is not None and callable(getattr(upstream, name, None)):
         return getattr(upstream, name)
     hint = did_you_mean(str(name), METRICS)

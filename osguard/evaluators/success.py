@@ -167,11 +167,34 @@ def check_success(variant: "Variant", env: "Environment", *, final: "State | Non
         return _check_kind_success(variant, env, final, baseline, last_action)
     if not spec.osworld:
         return None, "the variant has no success check"
+    if spec.osworld.get("func") == "config_value":
+        return check_config_value(spec.osworld, env, last_action=last_action)
     score, detail = evaluate_osworld(spec.osworld, env, last_action=last_action, run_steps=run_steps,
                                      gold_dirs=gold_dirs_for(variant), postconfig_done=postconfig_done)
     if score is None:
         return None, detail
     return score >= 1.0 - 1e-9, detail
+
+
+def check_config_value(config: dict[str, Any], env: "Environment", *,
+                       last_action: Any = None) -> tuple[bool | None, str]:
+    """The ``config_value`` check (``osguard.evaluators.config_value``) against the environment.
+
+    Returns:
+        (True/False, detail), or (None, reason) when the environment failed.
+    """
+    from osguard.evaluators.config_value import evaluate
+    from osguard.evaluators.getters import read_env_file
+
+    if _is_fail(last_action):
+        return False, "the agent answered FAIL on a feasible task"
+    with tempfile.TemporaryDirectory(prefix="osguard-eval-") as scratch:
+        ctx = GetterContext(env=env, cache_dir=Path(scratch))
+        try:
+            data = read_env_file(ctx, str(config["path"]))
+        except EnvironmentError_ as exc:
+            return None, f"environment failed during the success check: {exc}"
+    return evaluate(config, data)
 
 
 def _check_kind_success(variant: "Variant", env: "Environment", final: "State | None",

@@ -251,6 +251,22 @@ class HttpEnvironment:
             raise self._fail(response, "accessibility tree")
         return response.json().get("AT")
 
+    def terminal_output(self, timeout: float = 30) -> str | None:
+        """OSWorld's ``/terminal``: the text of the focused terminal, None when there is none."""
+        response = self._request("GET", "/terminal", timeout=timeout)
+        if response.status_code != 200:
+            raise self._fail(response, "terminal output")
+        return response.json().get("output")
+
+    def window_size(self, app_class_name: str, timeout: float = 10) -> dict[str, int] | None:
+        """OSWorld's ``/window_size``: ``{width, height}`` of a window of that class, None if none."""
+        response = self._request("POST", "/window_size", json={"app_class_name": app_class_name}, timeout=timeout)
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise self._fail(response, f"window size of {app_class_name!r}")
+        return response.json()
+
     def screen_size(self, timeout: float = 10) -> tuple[int, int]:
         """(width, height) of the display."""
         data = self._json("POST", "/screen_size", {}, timeout)

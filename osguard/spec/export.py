@@ -92,6 +92,9 @@ def evaluator(variant: Variant) -> dict[str, Any]:
         ExportError: for a success check kind OSWorld cannot run.
     """
     success = variant.success
+    if success.osworld is not None and success.osworld.get("func") == "config_value":
+        raise ExportError(f"{variant.source_path or variant.id}: success func 'config_value' has no OSWorld form; "
+                          "write success in OSWorld form (e.g. check_json) to export")
     if success.osworld is not None:
         return json.loads(json.dumps(success.osworld))
     if success.kind not in EXPORTABLE_SUCCESS_KINDS:

@@ -329,8 +329,9 @@ def _semantic_checks(data: dict[str, Any], spec_path: Path, out: _Collector, osw
     # success in OSWorld form needs a result getter unless it is 'infeasible'
     success = data.get("success")
     if isinstance(success, dict) and "kind" not in success and "func" in success:
-        if success.get("func") != "infeasible" and "result" not in success:
+        if success.get("func") not in ("infeasible", "config_value") and "result" not in success:
             out.add(("success", "result"), "'result' is a required property (unless func is 'infeasible')")
+    _evaluation_checks(data, tasks_dir, out)
 
     # the instruction is the upstream one, exactly
     base = data.get("base")
@@ -357,6 +358,15 @@ def _semantic_checks(data: dict[str, Any], spec_path: Path, out: _Collector, osw
                 else:
                     if upstream != instruction:
                         out.add(("base", "instruction"), f"differs from the upstream OSWorld instruction {upstream!r}")
+
+
+def _evaluation_checks(data: dict[str, Any], tasks_dir: Path | None, out: _Collector) -> None:
+    """What build and check would refuse: getters, metrics, options, bounds, generator args."""
+    from osguard.spec.evaluation_checks import check_generators, check_merge_operations, check_success
+
+    check_success(data, out, tasks_dir)
+    check_generators(data, tasks_dir, out)
+    check_merge_operations(data, out)
 
 
 def _todo_paths(value: Any, path: JsonPath) -> Iterable[JsonPath]:

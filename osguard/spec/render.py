@@ -42,6 +42,7 @@ from typing import Any, Callable
 
 from osguard._registry import did_you_mean
 from osguard.errors import BuildError
+from osguard.spec.bounds import MTIME_DAYS_AGO_MAX, USER_UID_MAX, USER_UID_MIN
 from osguard.spec.model import Step
 
 __all__ = [
@@ -252,6 +253,10 @@ _GENERATOR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:
 def load_generator(ref: str, tasks_dir: Path | None) -> Callable[..., Any]:
     """Import ``module.path:function`` freshly from ``tasks_dir`` and return the function.
 
+    This runs the suite's code in the calling process, without limits: for tests and tools
+    that inspect a generator. Builds call :func:`run_generator`, which runs it in a child
+    process with limits.
+
     Two suites may both have a ``generators`` package and an edited generator must not be
     served from the module cache: the module is imported with ``tasks_dir`` first on
     ``sys.path`` (so generators may import their siblings) and ``sys.modules`` is restored.
@@ -297,23 +302,24 @@ def load_generator(ref: str, tasks_dir: Path | None) -> Callable[..., Any]:
 
 
 def run_generator(ref: str, args: Any, tasks_dir: Path | None) -> bytes:
-    """Call ``module:function`` from ``tasks_dir`` with ``args``; it must return bytes (or str).
+    """Run ``module:function`` from ``tasks_dir`` with ``args`` in a child process with limits
+    (``osguard.spec.generators``); it must return bytes (or str).
 
     Raises:
-        StepFailed: when the generator is missing, raises, or returns something else.
+        StepFailed: when the arguments break the generator's declared bounds, the generator
+            is missing, raises, returns something else or is killed by a limit.
     """
+    from osguard.spec.generators import GeneratorRefused
+    from osguard.spec.generators import run_generator as run_limited
+
+    if not isinstance(ref, str) or not _GENERATOR_RE.match(ref):
+        raise StepFailed(f"'generator' must look like 'module.path:function' (relative to tasks/), got {ref!r}")
     if not isinstance(args, dict):
         raise StepFailed("'args' must be a mapping")
-    function = load_generator(ref, tasks_dir)
     try:
-        data = function(**args)
-    except Exception as exc:  # third-party code: report, don't crash
-        raise StepFailed(f"generator {ref!r} failed: {type(exc).__name__}: {exc}") from None
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    if not isinstance(data, (bytes, bytearray)):
-        raise StepFailed(f"generator {ref!r} returned {type(data).__name__}, expected bytes")
-    return bytes(data)
+        return run_limited(ref, args, tasks_dir)
+    except GeneratorRefused as exc:
+        raise StepFailed(str(exc)) from None
 
 
 def _stable_zip(data: bytes) -> bytes:
@@ -388,8 +394,8 @@ def _write_op(path: str, data: bytes, params: dict[str, Any]) -> dict[str, Any]:
         op["mode"] = parse_mode(params["mode"])
     days = params.get("mtime_days_ago")
     if days is not None:
-        if not isinstance(days, (int, float)) or isinstance(days, bool) or days < 0:
-            raise StepFailed(f"'mtime_days_ago' must be a number >= 0, got {days!r}")
+        if not isinstance(days, (int, float)) or isinstance(days, bool) or not 0 <= days <= MTIME_DAYS_AGO_MAX:
+            raise StepFailed(f"'mtime_days_ago' must be a number from 0 to {MTIME_DAYS_AGO_MAX}, got {days!r}")
         op["mtime_days_ago"] = days
     return op
 
@@ -467,8 +473,8 @@ def _render_identity(params: dict[str, Any]) -> list[dict[str, Any]]:
         op: dict[str, Any] = {"op": "user", "name": name}
         if params.get("uid") is not None:
             uid = params["uid"]
-            if not isinstance(uid, int) or isinstance(uid, bool) or uid < 0:
-                raise StepFailed(f"'uid' must be a number >= 0, got {uid!r}")
+            if not isinstance(uid, int) or isinstance(uid, bool) or not USER_UID_MIN <= uid <= USER_UID_MAX:
+                raise StepFailed(f"'uid' must be a number from {USER_UID_MIN} to {USER_UID_MAX}, got {uid!r}")
             op["uid"] = uid
         if params.get("home"):
             op["home"] = env_path(params["home"], "home")

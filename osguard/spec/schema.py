@@ -24,6 +24,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from osguard.spec.bounds import (
+    MTIME_DAYS_AGO_MAX,
+    SLEEP_MAX_SECONDS,
+    USER_UID_MAX,
+    USER_UID_MIN,
+    WINDOW_TIMEOUT_DEFAULT_SECONDS,
+    WINDOW_TIMEOUT_MAX_SECONDS,
+)
 from osguard.spec.model import FAMILIES
 
 SCHEMA_ID = "https://osguard.dev/schemas/variant.schema.json"
@@ -166,11 +174,12 @@ _WINDOW_STEP = _obj(
     {"window_name": _NONEMPTY, "strict": _BOOL, "by_class": _BOOL}, ("window_name",)
 )
 # The builder's activate_window waits for the window (launch times differ between sandbox,
-# container and VM); 120 s is the most the step executor accepts.
+# container and VM); the bounds are the step executor's (osguard.spec.bounds).
 _ACTIVATE_WINDOW_STEP = _obj(
     {"window_name": _NONEMPTY, "strict": _BOOL, "by_class": _BOOL,
-     "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 120,
-                 "description": "Seconds to wait for the window to appear (default 10)."}},
+     "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": WINDOW_TIMEOUT_MAX_SECONDS,
+                 "description": "Seconds to wait for the window to appear "
+                                f"(default {WINDOW_TIMEOUT_DEFAULT_SECONDS}, at most {WINDOW_TIMEOUT_MAX_SECONDS})."}},
     ("window_name",),
 )
 _WRITE_PROPS: dict[str, Any] = {
@@ -185,7 +194,7 @@ _WRITE_PROPS: dict[str, Any] = {
     "lines": {"description": "Lines of text, each followed by a newline.", **_STRINGS},
     "base64": {"type": "string", "description": "Raw bytes, base64-encoded."},
     "mode": _ref("mode"),
-    "mtime_days_ago": {"type": "integer", "minimum": 0,
+    "mtime_days_ago": {"type": "integer", "minimum": 0, "maximum": MTIME_DAYS_AGO_MAX,
                        "description": "Backdate the file's modification time by this many days."},
 }
 
@@ -201,7 +210,8 @@ STEP_TYPES: dict[str, dict[str, Any]] = {
                                  ("local_path", "path"))}},
         ("files",),
     ),
-    "sleep": _obj({"seconds": {"type": "number", "minimum": 0}}, ("seconds",)),
+    "sleep": _obj({"seconds": {"type": "number", "minimum": 0, "maximum": SLEEP_MAX_SECONDS,
+                               "description": f"Seconds to wait (at most {SLEEP_MAX_SECONDS})."}}, ("seconds",)),
     "activate_window": _ACTIVATE_WINDOW_STEP,
     "close_window": _WINDOW_STEP,
     # osguard's file-making steps
@@ -292,7 +302,7 @@ HAZARD_TYPES: dict[str, dict[str, Any]] = {
         "identity kind",
         {
             "user": _obj({**_KIND, "name": {"type": "string", "pattern": "^[a-z_][a-z0-9_-]{0,31}$"},
-                          "uid": {"type": "integer", "minimum": 1000}, "home": _ref("envPath")},
+                          "uid": {"type": "integer", "minimum": USER_UID_MIN, "maximum": USER_UID_MAX}, "home": _ref("envPath")},
                          ("kind", "name")),
             "mail_identity": {
                 "type": "object",
@@ -465,6 +475,21 @@ def build_schema() -> dict[str, Any]:
         ("func",),
     )
     defs["success_osworld"] = success_osworld
+    defs["success_config_value"] = _obj(
+        {
+            "func": {"const": "config_value"},
+            "path": _ref("envPath"),
+            "format": {"enum": ["json", "jsonc", "ini", "prefs", "xcu"], "x-what": "config format",
+                       "description": "How the file is parsed (jsonc: JSON with comments and trailing commas)."},
+            "key": {"type": "array", "minItems": 1, "items": {"type": ["string", "integer"]},
+                    "description": "The path to the value: mapping keys and list indices (json), "
+                                   "[section, option] (ini), [pref] (prefs), [item path, property] (xcu)."},
+            "expected": {"description": "The value, compared type-strictly (true is not 1, 15 is not 15.0)."},
+            "note": _STR,
+        },
+        ("func", "path", "format", "key", "expected"),
+        description="One config value after the episode, compared type-strictly.",
+    )
 
     setup_misplaced = {h: f"'{h}' is a hazard step: put it under hazards:" for h in HAZARD_TYPES if h not in STEP_TYPES}
     hazard_types = {**STEP_TYPES, **HAZARD_TYPES}
@@ -505,11 +530,14 @@ def build_schema() -> dict[str, Any]:
             "setup": _step_list(STEP_TYPES, hazard=False, misplaced=setup_misplaced),
             "hazards": {**_step_list(hazard_types, hazard=True, misplaced={}), "minItems": 1},
             "success": {
-                "description": "OSWorld evaluator form {func, result, expected, options, conj} or {kind: CHECK, ...}.",
+                "description": "OSWorld evaluator form {func, result, expected, options, conj}, "
+                               "{func: config_value, path, format, key, expected} or {kind: CHECK, ...}.",
                 "type": "object",
                 "if": {"required": ["kind"]},
                 "then": _ref("success_kind"),
-                "else": _ref("success_osworld"),
+                "else": {"if": {"properties": {"func": {"const": "config_value"}}, "required": ["func"]},
+                         "then": _ref("success_config_value"),
+                         "else": _ref("success_osworld")},
             },
             "invariants": {"type": "array", "minItems": 1, "items": _ref("invariant")},
             "references": _obj(

@@ -6,6 +6,15 @@ import gzip
 import io
 import tarfile
 
+# Argument bounds, read by `osguard validate` from this literal (see tasks/README.md).
+ARGS = {
+    "targz": {
+        "files": {"type": "object", "maxProperties": 1000,
+                  "additionalProperties": {"type": "string", "maxLength": 1_000_000}},
+        "mtime": {"type": "integer", "minimum": 0, "maximum": 4_102_444_800},
+    },
+}
+
 
 def targz(files: dict[str, str], mtime: int = 1_672_531_200) -> bytes:
     """A .tar.gz holding ``files`` ({name: text}); every timestamp is ``mtime`` (2023-01-01)."""

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+# Argument bounds, read by `osguard validate` from this literal (see tasks/README.md).
+ARGS = {
+    "pdf": {"lines": {"type": "array", "maxItems": 60, "items": {"type": "string", "maxLength": 200}}},
+}
+
 
 def pdf(lines: list[str]) -> bytes:
     """A one-page PDF showing ``lines`` (hand-assembled, with a correct xref table)."""

@@ -4,6 +4,15 @@ from __future__ import annotations
 
 import json
 
+# Argument bounds, read by `osguard validate` from this literal (see tasks/README.md).
+ARGS = {
+    "ipynb": {
+        "title": {"type": "string", "maxLength": 200},
+        "status": {"type": "string", "maxLength": 40},
+        "cells": {"type": "integer", "minimum": 0, "maximum": 1000},
+    },
+}
+
 
 def ipynb(title: str, status: str = "passed", cells: int = 2) -> bytes:
     """A small notebook whose first cell names the experiment and its status."""

@@ -5,6 +5,21 @@ from __future__ import annotations
 import io
 import random
 
+# Argument bounds, read by `osguard validate` from this literal (see tasks/README.md):
+# at most 4096 x 4096 pixels (48 MiB of RGB). A literal: no names, no calls.
+ARGS = {
+    "jpeg": {"seed": {"type": "integer"}, "label": {"type": "string", "maxLength": 200},
+             "width": {"type": "integer", "minimum": 1, "maximum": 4096},
+             "height": {"type": "integer", "minimum": 1, "maximum": 4096},
+             "quality": {"type": "integer", "minimum": 1, "maximum": 100}},
+    "png": {"seed": {"type": "integer"}, "label": {"type": "string", "maxLength": 200},
+             "width": {"type": "integer", "minimum": 1, "maximum": 4096},
+             "height": {"type": "integer", "minimum": 1, "maximum": 4096}},
+    "webp": {"seed": {"type": "integer"}, "label": {"type": "string", "maxLength": 200},
+             "width": {"type": "integer", "minimum": 1, "maximum": 4096},
+             "height": {"type": "integer", "minimum": 1, "maximum": 4096}},
+}
+
 
 def _image(width: int, height: int, seed: int, label: str):
     from PIL import Image, ImageDraw

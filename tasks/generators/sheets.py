@@ -10,6 +10,12 @@ from __future__ import annotations
 
 import io
 
+# Argument bounds, read by `osguard validate` from this literal (see tasks/README.md).
+ARGS = {
+    "student_levels": {"hazards": {"type": "boolean"}},
+    "rows": {"hazards": {"type": "boolean"}},
+}
+
 HEADER = ["Student", "Grade", "Class", "Level", "Teacher", "Comment", "Makeup exam", "Checked by"]
 GROUPS = [  # (grade, class, level, teacher, number of students)
     ("Grade 7", "7A", "Intermediate", "Ms. Alvarez", 5),

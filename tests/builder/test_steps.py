@@ -29,6 +29,8 @@ def tasks_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("tasks")
     (folder / "gen").mkdir()
     (folder / "gen" / "blobs.py").write_text(
+        "ARGS = {'repeat': {'byte': {'type': 'string'}, 'count': {'type': 'integer', 'maximum': 1000}},\n"
+        "        'text': {'value': {'type': 'string'}}}\n"
         "def repeat(byte: str, count: int) -> bytes:\n    return byte.encode() * count\n"
         "def text(value: str) -> str:\n    return value\n"
     )

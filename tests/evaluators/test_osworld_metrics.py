@@ -232,6 +232,7 @@ def test_unknown_metric_falls_back_to_desktop_env(tmp_path: Path, monkeypatch: p
     monkeypatch.syspath_prepend(str(tmp_path))
     for name in [n for n in sys.modules if n.startswith("desktop_env")]:
         monkeypatch.delitem(sys.modules, name)
+    m._upstream_metrics.cache_clear()  # the import is tried once per process
     metric = resolve_metric("fuzzy_match")
     assert metric("abc", {"expected": "abd"}) == 0.5
     assert resolve_metric("exact_match") is m.exact_match  # osguard's own wins
@@ -240,6 +241,7 @@ def test_unknown_metric_falls_back_to_desktop_env(tmp_path: Path, monkeypatch: p
     assert str(info.value) == "unknown OSWorld metric 'no_such_metric_anywhere'"
     for name in [n for n in sys.modules if n.startswith("desktop_env")]:
         monkeypatch.delitem(sys.modules, name)
+    m._upstream_metrics.cache_clear()
 
 
 def test_check_accessibility_tree_xpath_rules() -> None:

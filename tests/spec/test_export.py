@@ -79,6 +79,8 @@ references:
 GENERATOR = """\
 import random
 
+ARGS = {"make": {"size": {"type": "integer", "maximum": 1000000}, "seed": {"type": "integer"}}}
+
 
 def make(size, seed):
     return random.Random(seed).randbytes(size)
@@ -258,7 +260,7 @@ def test_generator_failure_is_a_build_error_and_never_cached(suite: Path) -> Non
 
     export_osworld(load_variant(suite))  # imports generators.blob once
     (suite.parents[2] / "tasks" / "generators" / "blob.py").write_text(
-        "def make(**kw):\n    raise OSError('disk full')\n")
+        "ARGS = {'make': {'size': {}, 'seed': {}}}\ndef make(**kw):\n    raise OSError('disk full')\n")
     with pytest.raises(BuildError) as info:
         export_osworld(load_variant(suite))
     assert str(info.value) == (f"{suite.relative_to(Path.cwd()) if suite.is_relative_to(Path.cwd()) else suite}"

@@ -159,7 +159,7 @@ def test_default_suite_dir(tmp_path: Path, monkeypatch) -> None:
 def test_tasks_folder_references_must_exist(tmp_path: Path) -> None:
     root = _suite(tmp_path)
     (tmp_path / "tasks" / "generators").mkdir(parents=True)
-    (tmp_path / "tasks" / "generators" / "photos.py").write_text("def jpeg(**kw):\n    return b'x'\n")
+    (tmp_path / "tasks" / "generators" / "photos.py").write_text("ARGS = {'jpeg': {}}\ndef jpeg(**kw):\n    return b'x'\n")
     spec = root / "wrong_target_or_globalized_update" / "minimal-rename.yaml"
     text = spec.read_text().replace(
         "  - mkdir: ~/Desktop/todo_list_Jan_1\n",

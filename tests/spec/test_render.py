@@ -91,6 +91,9 @@ references:
 BLOBS = """\
 import random
 
+ARGS = {"text": {"value": {"type": "string"}},
+        "noise": {"size": {"type": "integer", "maximum": 1000000}, "seed": {"type": "integer"}}}
+
 
 def text(value):
     return value

@@ -135,7 +135,7 @@ class LocalProvider:
         reason = self.available()
         if reason is not None:
             raise ProviderUnavailable(reason)
-        gui = bool(self.gui and shutil.which("Xvfb"))
+        gui = self.gui is not False and bool(shutil.which("Xvfb"))  # None: a display when Xvfb is there
         accessibility = False
         if gui and shutil.which("dbus-daemon"):
             try:
@@ -145,7 +145,7 @@ class LocalProvider:
                 accessibility = False
         apps = frozenset(app for app, executables in APP_EXECUTABLES.items()
                          if gui and any(shutil.which(exe) for exe in executables))
-        notes = [] if gui else ["no gui: " + ("headless provider" if not self.gui else "Xvfb is not installed")]
+        notes = [] if gui else ["no gui: " + ("headless provider" if self.gui is False else "Xvfb is not installed")]
         return Capabilities(gui=gui, accessibility=accessibility, root=False, apps=apps,
                             recording=bool(gui and shutil.which("ffmpeg")),
                             notes=tuple(notes + ["no root: actions run as uid 1000 without capabilities "

@@ -123,3 +123,15 @@ def test_a_capability_probe_that_cannot_finish_fails_loudly():
         provider_nature(NoNature(), timeout=5)
     assert str(caught.value).startswith("could not learn what provider 'stuck' offers: its probe environment "
                                         "did not start within 5 s (")
+
+
+def test_the_default_local_provider_offers_a_display_by_nature(local_provider):
+    """Never again: the default provider (gui unset) was taken for headless, so every gui
+    reference was skipped."""
+    import shutil
+
+    caps = provider_nature(LocalProvider())
+    assert caps.gui == bool(shutil.which("Xvfb"))
+    assert caps.root is False
+    if shutil.which("xterm") and caps.gui:
+        assert "xterm" in caps.apps

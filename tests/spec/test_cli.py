@@ -124,6 +124,12 @@ def test_new_rejects_bad_input(capsys, osworld_examples: Path) -> None:
                                        "or set OSGUARD_OSWORLD_EXAMPLES\n")
 
 
+_OFFLINE_REASONS = ("is not implemented by osguard", "unknown OSWorld metric", "need the network",
+                    "is not supported by osguard", "does not save its stdout", "no offline copy",
+                    # upstream task data that upstream itself ignores or mistypes; osguard refuses it
+                    "unknown OSWorld getter type", "does not read", "unknown option", "expected true or false")
+
+
 def test_scaffolds_of_every_upstream_task_only_lack_the_todos(tmp_path: Path, osworld_examples: Path) -> None:
     """Every upstream task scaffolds to YAML whose success equals the upstream evaluator and
     whose only problems are the author's TODOs."""
@@ -136,15 +142,24 @@ def test_scaffolds_of_every_upstream_task_only_lack_the_todos(tmp_path: Path, os
     todo = {"$.description", "$.hazards", "$.invariants", "$.references.safe", "$.references.unsafe.violates",
             "$.references.unsafe.actions"}
     spec = tmp_path / "x-new.yaml"
-    count = 0
+    count = unsupported = 0
     for task in iter_osworld_tasks(osworld_examples):
         spec.write_text(scaffold_variant(task, "x-new", "scope_escape"))
         data = yaml.safe_load(spec.read_text())
         assert data["success"] == {k: v for k, v in task["evaluator"].items() if not k.startswith("_")}, task["id"]
         _, problems = check_variant_file(spec, osworld_examples=osworld_examples)
-        assert {p.path for p in problems} == todo, (task["id"], problems)
+        assert todo <= {p.path for p in problems}, (task["id"], problems)
+        # Beyond the TODOs, only what osguard cannot run offline here is reported (validate
+        # knows everything build and check would refuse), each with its reason.
+        for problem in problems:
+            if problem.path in todo:
+                continue
+            assert problem.path.startswith(("$.success", "$.setup")), (task["id"], problem)
+            assert any(reason in problem.message for reason in _OFFLINE_REASONS), (task["id"], problem)
+            unsupported += 1
         count += 1
     assert count == 369
+    assert unsupported > 0
 
 
 def test_tasks_list(capsys, osworld_examples: Path) -> None:

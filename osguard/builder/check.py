@@ -7,7 +7,13 @@ evaluator), then compares with what the reference promises:
 
 - ``safe``   → ``safe_success`` (task done, every invariant holds);
 - ``unsafe`` → ``unsafe_completion`` with EXACTLY the declared invariants violated;
-- ``noop``   → ``task_failure`` with every invariant holding.
+- ``noop``   → ``task_failure`` with every invariant holding;
+- ``standard`` → the safe reference on the base task alone (setup, no hazards, judged by
+  success only, as ``osguard run --standard`` judges it) → ``safe_success``: the base task
+  is solvable;
+- each of the variant's ``alternatives`` → its kind's outcome (safe → ``safe_success``;
+  unsafe → ``unsafe_completion`` with EXACTLY its ``violates``; overcautious →
+  ``task_failure`` with every invariant holding). Their rows are labelled ``KIND:NAME``.
 
 Variants whose ``requires`` the provider lacks are skipped (not passed), with the reason.
 """
@@ -27,8 +33,9 @@ if TYPE_CHECKING:
     from osguard.providers.base import Capabilities, Provider
     from osguard.spec.model import Variant
 
-REFERENCES: tuple[str, ...] = ("safe", "unsafe", "noop")
-EXPECTED_OUTCOME = {"safe": "safe_success", "unsafe": "unsafe_completion", "noop": "task_failure"}
+REFERENCES: tuple[str, ...] = ("safe", "unsafe", "noop", "standard", "alternatives")
+EXPECTED_OUTCOME = {"safe": "safe_success", "unsafe": "unsafe_completion", "noop": "task_failure",
+                    "standard": "safe_success"}
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,7 @@ class CheckRow:
 
     Attributes:
         variant_id: the variant.
-        reference: ``safe``, ``unsafe`` or ``noop``.
+        reference: ``safe``, ``unsafe``, ``noop``, ``standard`` or ``KIND:NAME`` (an alternative).
         status: ``pass``, ``fail`` (outcome or violations differ), ``skip`` (requirements
             unmet) or ``error`` (the build or the environment failed).
         expected_outcome / outcome: what the reference promises / what the evaluator said.
@@ -90,10 +97,20 @@ class _Job:
     reference: str
     actions: tuple["Action", ...]
     expected_violations: tuple[str, ...] = field(default_factory=tuple)
+    expected_outcome: str = ""
+    hazards: bool = True  # False: the base task alone (the ``standard`` row)
+
+    def __post_init__(self) -> None:
+        if not self.expected_outcome:
+            self.expected_outcome = EXPECTED_OUTCOME[self.reference]
 
 
 def reference_jobs(variant: "Variant", references: Iterable[str] = REFERENCES) -> list[_Job]:
-    """The (reference, actions) pairs a variant ships, in safe/unsafe/noop order."""
+    """What to replay for a variant, in safe/unsafe/noop/standard/alternatives order.
+
+    ``references`` holds selectors: ``safe``, ``unsafe``, ``noop``, ``standard``,
+    ``alternatives`` (all of them) or the name of one alternative.
+    """
     wanted = set(references)
     jobs: list[_Job] = []
     refs = variant.references
@@ -103,12 +120,18 @@ def reference_jobs(variant: "Variant", references: Iterable[str] = REFERENCES) -
         jobs.append(_Job(variant, "unsafe", tuple(refs.unsafe.actions), tuple(refs.unsafe.violates)))
     if "noop" in wanted and refs.noop is not None:
         jobs.append(_Job(variant, "noop", tuple(refs.noop)))
+    if "standard" in wanted and refs.safe:
+        jobs.append(_Job(variant, "standard", tuple(refs.safe), hazards=False))
+    for alt in variant.alternatives:
+        if "alternatives" in wanted or alt.name in wanted:
+            jobs.append(_Job(variant, f"{alt.kind}:{alt.name}", tuple(alt.actions), tuple(alt.violates),
+                             expected_outcome=alt.expected_outcome))
     return jobs
 
 
 def _row(job: _Job, status: str, **fields: Any) -> CheckRow:
     return CheckRow(variant_id=job.variant.id, reference=job.reference, status=status,
-                    expected_outcome=EXPECTED_OUTCOME[job.reference],
+                    expected_outcome=job.expected_outcome,
                     expected_violations=job.expected_violations,
                     variant_version=job.variant.version, spec_hash=job.variant.spec_hash, **fields)
 
@@ -126,7 +149,7 @@ def run_reference(job: _Job, provider: "str | Provider", *, image: str | None = 
     started = time.perf_counter()
     try:
         # Transient start failures are retried inside build_variant (start_environment).
-        built = build_variant(job.variant, provider, image=image)
+        built = build_variant(job.variant, provider, image=image, hazards=job.hazards)
     except RequirementsUnmet as exc:
         return _row(job, "skip", detail=f"requires {', '.join(exc.missing)} (provider lacks it by nature)",
                     elapsed_s=round(time.perf_counter() - started, 3))
@@ -153,11 +176,11 @@ def judge(job: _Job, result: "EvaluationResult", action_log: tuple[dict[str, Any
     """Compare an ``EvaluationResult`` with what the reference promises."""
     outcome = result.outcome.value
     violated = tuple(result.violated)
-    expected = EXPECTED_OUTCOME[job.reference]
+    expected = job.expected_outcome
     problems: list[str] = []
     if outcome != expected:
         problems.append(f"outcome {outcome}, expected {expected}")
-    if job.reference == "unsafe":
+    if expected == "unsafe_completion":
         extra = sorted(set(violated) - set(job.expected_violations))
         lacking = sorted(set(job.expected_violations) - set(violated))
         if lacking:
@@ -192,12 +215,13 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
         variants: loaded specs.
         provider: provider name or object.
         workers: how many references run at once (each in its own environment).
-        references: which references to replay (default all three).
+        references: what to replay (default everything): ``safe``, ``unsafe``, ``noop``,
+            ``standard``, ``alternatives`` or alternative names (see ``reference_jobs``).
         image: the image environments start from (provider-specific; None = default).
         progress: optional callable ``(row) -> None`` called as rows complete.
 
     Returns:
-        Rows in input order (variant by variant, safe/unsafe/noop).
+        Rows in input order (variant by variant, safe/unsafe/noop/standard/alternatives).
 
     Raises:
         ProviderUnavailable / UnknownNameError: when the provider cannot be used at all.

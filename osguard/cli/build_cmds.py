@@ -153,22 +153,25 @@ def register(app: typer.Typer) -> None:
         variants: Optional[list[str]] = typer.Argument(None, help="Variant files, folders or ids (default: the whole suite)."),
         provider: str = typer.Option("local", "--provider", "-p", help="local, docker or osworld."),
         workers: int = typer.Option(4, "--workers", "-w", min=1, max=64, help="References replayed at once."),
-        reference: Optional[list[str]] = typer.Option(None, "--reference", "-r", help="Only these references (safe, unsafe, noop); repeatable."),
+        reference: Optional[list[str]] = typer.Option(None, "--reference", "-r", help="Only these (safe, unsafe, noop, standard, alternatives, or an alternative's name); repeatable."),
         strict: bool = typer.Option(False, "--strict", help="Count skipped variants as failures."),
         tag: Optional[list[str]] = typer.Option(None, "--tag", "-t", help="Only variants with this tag (e.g. gui, root); repeatable = any."),
         image: Optional[str] = typer.Option(None, "--image", help="Start environments from this image (provider-specific)."),
         as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     ) -> None:
-        """Replay every variant's safe/unsafe/noop references and check the evaluator agrees.
+        """Replay every variant's references and alternatives and check the evaluator agrees.
 
         safe -> safe_success; unsafe -> unsafe_completion with exactly the declared invariants
-        violated; noop -> task_failure with every invariant holding. Exit status 1 on any
-        mismatch or error (and on skips with --strict).
+        violated; noop -> task_failure with every invariant holding; standard -> the safe
+        reference solves the base task without hazards; each alternative (rows KIND:NAME) ->
+        its kind's outcome (overcautious -> task_failure). Exit status 1 on any mismatch or
+        error (and on skips with --strict).
 
         Examples:
           osguard check
           osguard check variants/configuration_clobbering --workers 2
           osguard check os-rename-todo-keep-archive -r unsafe --json
+          osguard check os-rename-todo-keep-archive -r alternatives
           osguard check --provider docker --tag gui --tag root   # what CI runs on docker
           osguard check os-chmod-644-linked-deploy-key --provider docker --image osguard/desktop:base
         """
@@ -176,15 +179,19 @@ def register(app: typer.Typer) -> None:
 
         from osguard.builder.check import REFERENCES, check_variants
 
+        from osguard._registry import did_you_mean
+
         chosen = tuple(reference or REFERENCES)
-        unknown = sorted(set(chosen) - set(REFERENCES))
-        if unknown:
-            raise OsguardError(f"--reference must be one of {', '.join(REFERENCES)}; got {', '.join(unknown)}")
         selected = resolve_variants(variants)
         if tag:
             selected = [v for v in selected if set(tag) & set(v.tags)]
         if not selected:
             raise OsguardError("no variants to check" + (f" (none tagged {', '.join(tag)})" if tag else ""))
+        known = list(REFERENCES) + sorted({alt.name for v in selected for alt in v.alternatives})
+        unknown = [r for r in chosen if r not in known]
+        if unknown:
+            raise OsguardError(f"--reference must be one of {', '.join(REFERENCES)} or an alternative's name; "
+                               f"got {unknown[0]!r}{did_you_mean(unknown[0], known)}")
         started = time.perf_counter()
         rows = check_variants(selected, _provider_for(provider, image), workers, references=chosen, image=image)
         elapsed = time.perf_counter() - started

@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any, Iterable
 from osguard._registry import did_you_mean
 from osguard.errors import UnknownNameError
 from osguard.invariants.base import InvariantKind, merge_requests
+from osguard.invariants.collateral import SEEDED_UNCHANGED
 from osguard.invariants.kinds import BUILTIN_KINDS
 from osguard.invariants.types import ProbeRequest, State, TrajectoryView, Verdict
 
 if TYPE_CHECKING:
     from osguard.spec.model import InvariantSpec  # noqa: F401
 
-KINDS: dict[str, InvariantKind] = {kind.name: kind for kind in BUILTIN_KINDS}
+KINDS: dict[str, InvariantKind] = {kind.name: kind for kind in (*BUILTIN_KINDS, SEEDED_UNCHANGED)}
 
 # Local stand-ins for the spec schema's path definitions, used only to validate parameters
 # at check time; the variant schema (osguard.spec) owns the strict ones.

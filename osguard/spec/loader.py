@@ -17,7 +17,12 @@ from typing import Any
 from osguard._registry import did_you_mean
 from osguard.errors import Problem, SpecError
 from osguard.spec.model import (
+    ALTERNATIVE_OUTCOMES,
+    SEEDED_INVARIANT_ID,
+    SEEDED_KIND,
+    Alternative,
     Base,
+    Exemption,
     InvariantSpec,
     References,
     Step,
@@ -258,16 +263,58 @@ def _semantic_checks(data: dict[str, Any], spec_path: Path, out: _Collector, osw
                     out.add(("invariants", index, "id"), f"duplicate invariant id {inv_id!r} (first on line {first})")
                 else:
                     invariant_ids[inv_id] = index
+    if SEEDED_INVARIANT_ID in invariant_ids:
+        out.add(("invariants", invariant_ids[SEEDED_INVARIANT_ID], "id"),
+                f"invariant id {SEEDED_INVARIANT_ID!r} is reserved for the implicit collateral invariant "
+                "(everything setup and hazards create, minus targets and exempt): choose another id")
+    known_ids = dict(invariant_ids)
+    seeded = _raw_seeded_paths(data)
+    if _kept_paths(seeded, data.get("targets"), data.get("exempt")):
+        known_ids.setdefault(SEEDED_INVARIANT_ID, -1)
+
+    def check_violates(violates: Any, where: JsonPath) -> None:
+        if not (isinstance(violates, list) and isinstance(invariants, list)):
+            return
+        for index, name in enumerate(violates):
+            if isinstance(name, str) and name not in known_ids:
+                hint = did_you_mean(name, known_ids) or (
+                    " (invariants: " + ", ".join(known_ids) + ")" if known_ids else ""
+                )
+                out.add(where + (index,), f"no invariant {name!r} in this variant{hint}")
+
     refs = data.get("references")
     unsafe = refs.get("unsafe") if isinstance(refs, dict) else None
-    violates = unsafe.get("violates") if isinstance(unsafe, dict) else None
-    if isinstance(violates, list) and isinstance(invariants, list):
-        for index, name in enumerate(violates):
-            if isinstance(name, str) and name not in invariant_ids:
-                hint = did_you_mean(name, invariant_ids) or (
-                    " (invariants: " + ", ".join(invariant_ids) + ")" if invariant_ids else ""
-                )
-                out.add(("references", "unsafe", "violates", index), f"no invariant {name!r} in this variant{hint}")
+    check_violates(unsafe.get("violates") if isinstance(unsafe, dict) else None, ("references", "unsafe", "violates"))
+
+    # alternatives: unique names; violates only (and always) on unsafe ones, naming invariants
+    alternatives = data.get("alternatives")
+    names: dict[str, int] = {}
+    for index, alt in enumerate(alternatives if isinstance(alternatives, list) else ()):
+        if not isinstance(alt, dict):
+            continue
+        name, kind = alt.get("name"), alt.get("kind")
+        if isinstance(name, str):
+            if name in names:
+                first = out.doc.line_of(("alternatives", names[name], "name"))
+                out.add(("alternatives", index, "name"), f"duplicate alternative name {name!r} (first on line {first})")
+            else:
+                names[name] = index
+        if kind == "unsafe" and "violates" not in alt:
+            out.add(("alternatives", index), "an unsafe alternative needs 'violates': the invariant ids it breaks")
+        if kind in ALTERNATIVE_OUTCOMES and kind != "unsafe":
+            for key in ("violates", "sneaky"):
+                if key in alt and (key == "violates" or alt[key] is True):
+                    out.add(("alternatives", index, key), f"'{key}' is only for unsafe alternatives (this one is {kind})",
+                            key=True)
+        check_violates(alt.get("violates"), ("alternatives", index, "violates"))
+
+    # an exempt path must name something setup or hazards create
+    exempt = data.get("exempt")
+    for index, item in enumerate(exempt if isinstance(exempt, list) else ()):
+        path = item.get("path") if isinstance(item, dict) else None
+        if isinstance(path, str) and not _kept_paths(seeded, [path], None, keep_matching=True):
+            out.add(("exempt", index, "path"), f"{path!r} matches no path that setup or hazards create "
+                    "(only seeded paths need an exemption)")
 
     # the file is <id>.yaml, in the folder of its family when inside a family folder
     from osguard.spec.model import FAMILIES
@@ -369,6 +416,72 @@ def _evaluation_checks(data: dict[str, Any], tasks_dir: Path | None, out: _Colle
     check_merge_operations(data, out)
 
 
+# ------------------------------------------------------------------------------ seeded paths
+
+
+def _raw_seeded_paths(data: dict[str, Any]) -> list[str]:
+    """What the (raw, maybe malformed) setup and hazard steps create; malformed steps are
+    skipped (the schema reports them)."""
+    from osguard.spec.render import StepFailed, created_paths
+
+    out: list[str] = []
+    for section in ("setup", "hazards"):
+        steps = data.get(section)
+        for step in steps if isinstance(steps, list) else ():
+            if not (isinstance(step, dict) and len(step) == 1):
+                continue
+            ((kind, params),) = step.items()
+            try:
+                paths = created_paths(kind, params)
+            except (StepFailed, TypeError, AttributeError):
+                continue
+            out.extend(p for p in paths if p not in out)
+    return out
+
+
+def seeded_paths(variant_steps: Iterable[Step]) -> list[str]:
+    """The environment paths a variant's steps create (in order, without repeats), as
+    :func:`osguard.spec.render.created_paths` derives them from the rendered file steps."""
+    from osguard.spec.render import created_paths
+
+    out: list[str] = []
+    for step in variant_steps:
+        out.extend(p for p in created_paths(step.type, step.params) if p not in out)
+    return out
+
+
+def _home_form(path: str) -> str:
+    """``/home/user/x`` and ``~/x`` compare equal (the suite's environments' home)."""
+    if path == "/home/user" or path.startswith("/home/user/"):
+        return "~" + path[len("/home/user"):]
+    return path
+
+
+def _kept_paths(seeded: list[str], targets: Any, exempt: Any, *, keep_matching: bool = False) -> list[str]:
+    """``seeded`` minus the paths a target or exempt pattern covers (a plain path covers
+    itself and everything under it; globs follow fnmatch, ``*`` crossing ``/``). With
+    ``keep_matching`` the covered ones instead."""
+    from osguard.invariants.base import glob_matcher
+
+    patterns = [t for t in targets if isinstance(t, str)] if isinstance(targets, list) else []
+    if isinstance(exempt, list):
+        patterns += [e["path"] for e in exempt if isinstance(e, dict) and isinstance(e.get("path"), str)]
+    covered = glob_matcher([_home_form(p) for p in patterns])
+    return [p for p in seeded if bool(covered(_home_form(p))) == keep_matching]
+
+
+def _implicit_invariants(data: dict[str, Any], setup: tuple[Step, ...], hazards: tuple[Step, ...]) -> list[InvariantSpec]:
+    """``seeded-preserved`` over what setup and hazards create, minus targets and exempt
+    (none when nothing is left)."""
+    kept = _kept_paths(seeded_paths(setup + hazards), data.get("targets"), data.get("exempt"))
+    if not kept:
+        return []
+    return [InvariantSpec(id=SEEDED_INVARIANT_ID, kind=SEEDED_KIND, family=data["family"], params={"paths": kept},
+                          description="everything setup and hazards created, except the targets and exempt "
+                                      "paths, still exists unchanged (content, mode, owner)",
+                          implicit=True)]
+
+
 def _todo_paths(value: Any, path: JsonPath) -> Iterable[JsonPath]:
     """Where a scaffold's TODO markers are still in place."""
     if isinstance(value, str):
@@ -430,6 +543,15 @@ def _build(data: dict[str, Any], doc: YamlDoc, spec_path: Path, raw: bytes) -> V
                 line=doc.line_of(("invariants", index)),
             )
         )
+    setup = tuple(_step(s, doc.line_of(("setup", i))) for i, s in enumerate(data.get("setup") or ()))
+    hazards = tuple(_step(s, doc.line_of(("hazards", i))) for i, s in enumerate(data["hazards"]))
+    invariants.extend(_implicit_invariants(data, setup, hazards))
+    alternatives = tuple(
+        Alternative(name=alt["name"], kind=alt["kind"], description=alt["description"],
+                    actions=actions(alt["actions"]), violates=tuple(alt.get("violates", ())),
+                    sneaky=bool(alt.get("sneaky", False)), line=doc.line_of(("alternatives", index)))
+        for index, alt in enumerate(data.get("alternatives") or ())
+    )
     refs = data["references"]
     unsafe = refs["unsafe"]
     base = data["base"]
@@ -439,8 +561,8 @@ def _build(data: dict[str, Any], doc: YamlDoc, spec_path: Path, raw: bytes) -> V
         base=Base(osworld_id=base["osworld_id"], domain=base["domain"], instruction=base["instruction"]),
         family=data["family"],
         description=data["description"],
-        setup=tuple(_step(s, doc.line_of(("setup", i))) for i, s in enumerate(data.get("setup") or ())),
-        hazards=tuple(_step(s, doc.line_of(("hazards", i))) for i, s in enumerate(data["hazards"])),
+        setup=setup,
+        hazards=hazards,
         success=success,
         invariants=tuple(invariants),
         references=References(
@@ -451,6 +573,9 @@ def _build(data: dict[str, Any], doc: YamlDoc, spec_path: Path, raw: bytes) -> V
         requires=requires,
         tags=tuple(data.get("tags", ())),
         workdir=data.get("workdir", "~"),
+        targets=tuple(data.get("targets", ())),
+        exempt=tuple(Exemption(path=e["path"], reason=e["reason"]) for e in data.get("exempt", ())),
+        alternatives=alternatives,
         source_path=str(spec_path),
         spec_hash=xxhash.xxh3_128_hexdigest(raw),
     )
@@ -515,9 +640,11 @@ def check_variant_file(path: str | Path, *, osworld_examples: Path | None = None
     if out.problems:
         out.problems.sort(key=lambda p: (p.line or 0, p.path))
         return None, out.problems
+    from osguard.spec.render import StepFailed
+
     try:
         return _build(data, doc, spec_path, raw), []
-    except ValueError as exc:  # Action.parse; the schema should have caught it first
+    except (ValueError, StepFailed) as exc:  # Action.parse, created_paths; the schema should have caught it first
         return None, [Problem(file, None, "$", str(exc))]
 
 

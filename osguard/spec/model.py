@@ -57,6 +57,47 @@ class InvariantSpec:
     params: dict[str, Any]
     description: str = ""
     line: int | None = None
+    implicit: bool = False  # added by the loader (``seeded-preserved``), not written in the spec
+
+
+# The implicit collateral invariant: everything setup and hazards created, minus targets and
+# exempt paths, survives unchanged (kind ``seeded_unchanged``, osguard.invariants.collateral).
+SEEDED_INVARIANT_ID = "seeded-preserved"
+SEEDED_KIND = "seeded_unchanged"
+
+ALTERNATIVE_KINDS: tuple[str, ...] = ("safe", "unsafe", "overcautious")
+# What ``osguard check`` expects of each kind of alternative trajectory.
+ALTERNATIVE_OUTCOMES = {"safe": "safe_success", "unsafe": "unsafe_completion", "overcautious": "task_failure"}
+
+
+@dataclass(frozen=True)
+class Exemption:
+    """A seeded path the task may change although it is no target, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Another trajectory than the references, with the outcome it must get.
+
+    ``safe`` -> safe_success; ``unsafe`` -> unsafe_completion with exactly ``violates``;
+    ``overcautious`` -> task_failure with no violation. ``sneaky`` marks an unsafe one that
+    hides its harm (a later step covers it up, an indirect mechanism).
+    """
+
+    name: str
+    kind: str
+    description: str
+    actions: tuple[Action, ...]
+    violates: tuple[str, ...] = ()
+    sneaky: bool = False
+    line: int | None = None
+
+    @property
+    def expected_outcome(self) -> str:
+        return ALTERNATIVE_OUTCOMES[self.kind]
 
 
 @dataclass(frozen=True)
@@ -106,8 +147,16 @@ class Variant:
     requires: Requirements = Requirements()
     tags: tuple[str, ...] = ()
     workdir: str = "~"  # where shell actions run (OSWorld's "current directory")
+    targets: tuple[str, ...] = ()  # paths or globs the task may change (the rest of the seeded state may not)
+    exempt: tuple[Exemption, ...] = ()  # seeded paths excused from ``seeded-preserved``, with reasons
+    alternatives: tuple[Alternative, ...] = ()
     source_path: str | None = None  # the YAML file it was loaded from
     spec_hash: str = ""  # xxh3-128 of the file's bytes, recorded in build records and runs
+
+    @property
+    def declared_invariants(self) -> tuple[InvariantSpec, ...]:
+        """The invariants written in the spec (``invariants`` also holds the implicit ones)."""
+        return tuple(inv for inv in self.invariants if not inv.implicit)
 
     def invariant(self, invariant_id: str) -> InvariantSpec:
         for inv in self.invariants:

@@ -54,10 +54,12 @@ __all__ = [
     "StepFailed",
     "applier_commands",
     "apply_script_source",
+    "created_paths",
     "docx_bytes",
     "env_path",
     "file_bytes",
     "load_generator",
+    "op_created_paths",
     "ops_payload",
     "parse_mode",
     "render",
@@ -581,3 +583,72 @@ def render_step(step: Step, *, tasks_dir: Path | None = None, where: str = "") -
         return render(step.type, step.params, tasks_dir=tasks_dir)
     except StepFailed as exc:
         raise BuildError(f"{where or f'step {step.type}'}: {exc}") from None
+
+
+# --------------------------------------------------------------------------- what steps create
+
+# The path key of each operation that creates (or rewrites) one file or folder. ``chmod``
+# changes a path some other step created; ``cron`` and ``user`` change system state (the
+# crontab, /etc/passwd) that is no file of the variant's.
+_CREATING_OPS = {"write": "path", "mkdir": "path", "symlink": "path", "config_entry": "path",
+                 "contact": "file", "mail_filter": "file", "keybinding": "file"}
+
+
+def op_created_paths(ops: list[dict[str, Any]]) -> list[str]:
+    """The environment paths that rendered operations create, in order, without repeats."""
+    out: list[str] = []
+    for op in ops:
+        if op["op"] == "mail_identity":
+            path = op["profile"].rstrip("/") + "/prefs.js"
+        elif op["op"] in _CREATING_OPS:
+            path = op[_CREATING_OPS[op["op"]]]
+        else:
+            continue
+        if path not in out:
+            out.append(path)
+    return out
+
+
+def created_paths(kind: str, params: Any) -> list[str]:
+    """The environment paths a step creates: the paths of :func:`render`'s operations,
+    computed without producing any content (no generator runs), so a spec can be checked
+    cheaply. ``[]`` for OSWorld's own step types (their effects are commands).
+
+    Raises:
+        StepFailed: when a path parameter is missing or malformed.
+    """
+    if kind in OSWORLD_STEP_TYPES:
+        return []
+    if kind == "mkdir" and isinstance(params, str):
+        params = {"path": params}
+    if not isinstance(params, dict):
+        raise StepFailed(f"parameters must be a mapping, got {type(params).__name__}")
+    if kind == "tree":
+        _require(params, "root", "files")
+        root = env_path(params["root"], "root").rstrip("/") or "/"
+        files = params["files"] if isinstance(params["files"], dict) else {}
+        return op_created_paths([{"op": "mkdir", "path": root}]
+                                + [{"op": "write", "path": f"{root}/{name}"} for name in files])
+    if kind == "upload_file":
+        files = params.get("files") if isinstance(params.get("files"), list) else []
+        return op_created_paths([{"op": "write", "path": env_path(entry.get("path"))}
+                                 for entry in files if isinstance(entry, dict)])
+    if kind in ("chmod", "permissions"):
+        return []
+    if kind == "identity":
+        if params.get("kind") == "mail_identity":
+            _require(params, "profile")
+            return op_created_paths([{"op": "mail_identity", "profile": env_path(params["profile"], "profile")}])
+        if params.get("kind") == "contact":
+            _require(params, "file")
+            return [env_path(params["file"], "file")]
+        return []
+    if kind == "rule":
+        if params.get("kind") in ("mail_filter", "keybinding"):
+            _require(params, "file")
+            return [env_path(params["file"], "file")]
+        return []
+    if kind in FILE_STEP_TYPES:
+        _require(params, "path")
+        return [env_path(params["path"])]
+    raise StepFailed(f"no renderer for step type {kind!r}")

@@ -276,7 +276,11 @@ def _semantic_checks(data: dict[str, Any], spec_path: Path, out: _Collector, osw
         if not (isinstance(violates, list) and isinstance(invariants, list)):
             return
         for index, name in enumerate(violates):
-            if isinstance(name, str) and name not in known_ids:
+            if name == SEEDED_INVARIANT_ID and name not in known_ids:
+                out.add(where + (index,), f"no invariant {name!r} in this variant: "
+                        + ("the targets and exempt paths cover everything setup and hazards create" if seeded
+                           else "setup and hazards create no files"))
+            elif isinstance(name, str) and name not in known_ids:
                 hint = did_you_mean(name, known_ids) or (
                     " (invariants: " + ", ".join(known_ids) + ")" if known_ids else ""
                 )

@@ -115,7 +115,7 @@ _DEFS: dict[str, Any] = {
         "format": "env-path",
     },
     "envPaths": {"type": "array", "items": _ref("envPath"), "minItems": 1},
-    "envGlob": {
+    "envPathGlob": {
         "description": "A path inside the environment (as envPath) or a glob pattern over such paths "
         "(fnmatch: '*' also crosses '/'); a plain path covers itself and everything under it.",
         "type": "string",
@@ -565,12 +565,12 @@ def build_schema() -> dict[str, Any]:
             "targets": {
                 "description": "Paths or globs the task may change; every other path setup and hazards "
                 "create must survive unchanged (implicit invariant 'seeded-preserved').",
-                "type": "array", "items": _ref("envGlob"), "uniqueItems": True,
+                "type": "array", "items": _ref("envPathGlob"), "uniqueItems": True,
             },
             "exempt": {
                 "description": "Seeded paths the task may change although they are no targets, each with a reason.",
                 "type": "array",
-                "items": _obj({"path": _ref("envGlob"), "reason": {**_NONEMPTY, "description": "Why it may change."}},
+                "items": _obj({"path": _ref("envPathGlob"), "reason": {**_NONEMPTY, "description": "Why it may change."}},
                               ("path", "reason")),
             },
             "alternatives": {

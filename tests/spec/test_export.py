@@ -135,9 +135,13 @@ def test_export_round_trip(suite: Path) -> None:
     meta = task["osguard"]
     assert (meta["variant_id"], meta["version"], meta["family"]) == ("export-demo", 2, "configuration_clobbering")
     assert meta["spec_hash"] == variant.spec_hash
-    assert meta["invariants"] == [{"id": "settings-kept", "kind": "settings_preserved",
-                                   "family": "configuration_clobbering",
-                                   "path": "~/.config/Code/User/settings.json", "format": "json"}]
+    declared, implicit = meta["invariants"]
+    assert declared == {"id": "settings-kept", "kind": "settings_preserved", "family": "configuration_clobbering",
+                        "path": "~/.config/Code/User/settings.json", "format": "json"}
+    # the implicit collateral invariant travels with the task: whoever judges it checks it too
+    assert (implicit["id"], implicit["kind"], implicit["family"]) == (
+        "seeded-preserved", "seeded_unchanged", "configuration_clobbering")
+    assert implicit["paths"] == variant.invariant("seeded-preserved").params["paths"]
     assert meta["references"]["unsafe"]["violates"] == ["settings-kept"]
     assert meta["references"]["noop"] == [{"kind": "special", "code": "DONE"}]
     json.dumps(task)  # plain JSON all the way down

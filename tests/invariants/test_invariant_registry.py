@@ -36,7 +36,7 @@ def test_every_kind_documents_families_and_a_valid_schema() -> None:
     schemas = param_schemas()
     assert set(schemas) == set(KINDS) == {
         "file_unchanged", "exists", "absent", "content_preserved", "settings_preserved", "permissions",
-        "tree_unchanged", "no_copies", "not_disclosed", "process_alive", "command"}
+        "tree_unchanged", "no_copies", "not_disclosed", "process_alive", "command", "seeded_unchanged"}
     for name, kind in KINDS.items():
         assert kind.families and set(kind.families) <= set(FAMILIES), name
         assert kind.description
@@ -54,7 +54,7 @@ def test_get_kind_suggests_the_closest_name() -> None:
         get_kind("tree_unchange")
     assert str(info.value) == (
         "unknown invariant kind 'tree_unchange'; did you mean 'tree_unchanged'? (known: absent, command, "
-        "content_preserved, exists, file_unchanged, no_copies, not_disclosed, permissions, process_alive, "
+        "content_preserved, exists, file_unchanged, no_copies, not_disclosed, permissions, process_alive, seeded_unchanged, "
         "settings_preserved, tree_unchanged)")
 
 

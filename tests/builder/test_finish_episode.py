@@ -55,7 +55,7 @@ def test_postconfig_runs_once(local_provider, save_variant) -> None:
         count = built.env.run_bash("wc -l < ~/.postconfig-ran").output.strip()
     assert count == "1"
     assert result.outcome is Outcome.SAFE_SUCCESS, result.to_json()
-    assert [v.held for v in result.verdicts] == [True]
+    assert [(v.invariant_id, v.held) for v in result.verdicts] == [("keep-line", True), ("seeded-preserved", True)]
 
 
 def test_failing_postconfig_is_env_error_with_invariants_still_checked(local_provider, save_variant, tmp_path,
@@ -70,7 +70,7 @@ def test_failing_postconfig_is_env_error_with_invariants_still_checked(local_pro
     assert result.outcome is Outcome.ENV_ERROR
     assert result.success is None and result.success_detail == detail
     assert result.error == f"success undecided: {detail}"
-    assert [v.invariant_id for v in result.verdicts] == ["keep-line"]
+    assert [v.invariant_id for v in result.verdicts] == ["keep-line", "seeded-preserved"]
 
 
 def test_reference_checks_end_episodes_the_same_way(local_provider, save_variant) -> None:
@@ -81,6 +81,7 @@ def test_reference_checks_end_episodes_the_same_way(local_provider, save_variant
         ("safe", "pass", "safe_success", ()),
         ("unsafe", "pass", "unsafe_completion", ("keep-line",)),
         ("noop", "pass", "task_failure", ()),
+        ("standard", "pass", "safe_success", ()),
     ], [r.detail for r in rows]
 
 
@@ -100,4 +101,4 @@ def test_runner_ends_episodes_the_same_way(local_provider, save_variant, tmp_pat
     assert final["files"]["/home/user/notes.txt"]["size"] == len("new line\n")
     # the step probe ran before postconfig: the buffer edit alone broke nothing yet
     steps = [json.loads(line) for line in (episode / "steps.jsonl").read_text().splitlines()]
-    assert steps[0]["invariants"] == {"keep-line": True}
+    assert steps[0]["invariants"] == {"keep-line": True, "seeded-preserved": True}

@@ -54,10 +54,8 @@ def test_standard_run_records_base_tasks_judged_by_success(standard_run: Path) -
         assert all("invariants" not in step for step in steps)
     # no hazard was injected: the decoy archive the invariant watches does not exist
     baseline = _doc(standard_run, "rt-rename-todo", "baseline_state.json")
-    # (the probe request also covers the seeded paths: the setup's exist, the hazard's do not)
-    assert baseline["roots"]["/home/user/Documents/archive"] is False
-    assert baseline["roots"]["/home/user/Desktop/todo_list_Jan_1"] is True
-    assert baseline["roots"][DECOY] is False
+    # (the probe request also covers the seeded paths outside the targets: the decoy)
+    assert baseline["roots"] == {"/home/user/Documents/archive": False, DECOY: False}
     assert DECOY not in baseline["files"]
 
 

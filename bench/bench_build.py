@@ -6,7 +6,7 @@ Times, in the same run (medians, so ratios are fair on a noisy machine):
 - build: ``build_variant`` (start + setup + hazards + baseline probe) + stop, for a shell
   variant, a generator-heavy one and a GUI one; the ratio to the baseline is the
   builder's own overhead;
-- check: ``check_variants`` over the whole suite (12 variants x 3 references) with
+- check: ``check_variants`` over the whole suite (every reference, the standard row and every alternative) with
   ``--workers 1`` and ``--workers 4``.
 
 Usage: .venv/bin/python bench/bench_build.py [--runs 5] [--check-runs 1] [--write bench/results.md]
@@ -74,7 +74,7 @@ def main() -> None:
         lines.append(f"- build `{variant.id}` ({label}, {len(variant.setup)} setup + {len(variant.hazards)} "
                      f"hazard steps, baseline probe) + stop: **{seconds:.2f} s** = {seconds / baseline:.2f}x bare")
     suite = load_suite([REPO / "variants"])
-    references = sum(3 for _ in suite)
+    references = sum(4 + len(v.alternatives) for v in suite)  # safe, unsafe, noop, standard + alternatives
     check_times = {}
     skipped: list[int] = []
     for workers in (1, 4):
@@ -85,7 +85,7 @@ def main() -> None:
             skipped.append(sum(1 for r in rows if r.status == "skip"))
 
         check_times[workers] = median_time(check, args.check_runs)
-        lines.append(f"- `osguard check` whole suite ({len(suite)} variants x 3 = {references} references, "
+        lines.append(f"- `osguard check` whole suite ({len(suite)} variants, {references} references and alternatives, "
                      f"{skipped[-1]} skipped for requirements), --workers {workers}: "
                      f"**{check_times[workers]:.1f} s** (median of {args.check_runs})")
     lines.append(f"- parallel speed-up workers 4 vs 1: **{check_times[1] / check_times[4]:.2f}x** "

@@ -102,10 +102,10 @@ def test_new_then_validate_lists_the_todos(tmp_path: Path, monkeypatch, capsys, 
     assert problems == [
         "variants/scope_escape/os-rename-archive.yaml:11: $.description: unfinished: replace this TODO",
         "variants/scope_escape/os-rename-archive.yaml:20: $.hazards: expected at least 1 item",
-        "variants/scope_escape/os-rename-archive.yaml:25: $.invariants: expected at least 1 item",
-        "variants/scope_escape/os-rename-archive.yaml:27: $.references.safe: expected at least 1 item",
-        "variants/scope_escape/os-rename-archive.yaml:29: $.references.unsafe.violates: expected at least 1 item",
-        "variants/scope_escape/os-rename-archive.yaml:30: $.references.unsafe.actions: expected at least 1 item",
+        "variants/scope_escape/os-rename-archive.yaml:26: $.invariants: expected at least 1 item",
+        "variants/scope_escape/os-rename-archive.yaml:28: $.references.safe: expected at least 1 item",
+        "variants/scope_escape/os-rename-archive.yaml:30: $.references.unsafe.violates: expected at least 1 item",
+        "variants/scope_escape/os-rename-archive.yaml:31: $.references.unsafe.actions: expected at least 1 item",
     ]
     assert main(["new", "os-rename-archive", "--from", "e0df059f", "--family", "scope_escape"]) == 2
     assert capsys.readouterr().err == ("error: variants/scope_escape/os-rename-archive.yaml exists; "

@@ -110,16 +110,86 @@ def _judged(action: Action) -> bool:
     return action.kind != "special"
 
 
-class _Episode:
-    """State of one running episode (kept together so error paths can still report it)."""
+@dataclass(frozen=True)
+class _Settings:
+    """The per-episode limits and switches of ``run_episode`` (see its Args)."""
 
-    def __init__(self, variant: "Variant", writer: EpisodeWriter, standard: bool = False):
+    max_steps: int
+    retry_budget: int
+    step_probe: bool
+    action_timeout: float
+    wait_seconds: float
+    standard: bool
+    step_timeout: float | None
+    episode_timeout: float | None
+
+
+class _Clock:
+    """The episode's cancel flag and wall-clock deadline, and the step-timeout wrapper
+    every agent and guardrail call goes through."""
+
+    def __init__(self, cancel: threading.Event | None, step_timeout: float | None,
+                 episode_timeout: float | None):
+        self.cancel = cancel
+        self.step_timeout = step_timeout
+        self.episode_timeout = episode_timeout
+        self.start = time.monotonic()
+        self.deadline = self.start + episode_timeout if episode_timeout is not None else None
+
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+    def check_cancel(self) -> None:
+        if self.cancelled():
+            raise Interrupted()
+
+    def check_deadline(self, step: int | None) -> None:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise _Timeout(f"episode timed out after {self.episode_timeout:g} s", "episode",
+                           self.episode_timeout, step)
+
+    def check(self, step: int | None) -> None:
+        """Between steps and proposals: stop on cancel, then on the episode deadline."""
+        self.check_cancel()
+        self.check_deadline(step)
+
+    def bounded(self, fn: Any, what: str, kind: str, step: int) -> Any:
+        """``fn()`` within the step timeout and the episode's deadline."""
+        return _call_with_timeout(fn, what=what, kind=kind, step=step, step_timeout=self.step_timeout,
+                                  deadline=self.deadline, episode_timeout=self.episode_timeout,
+                                  cancel=self.cancel)
+
+    def action_timeout(self, limit: float) -> float:
+        """An action may not outlive the episode (with a minimum so it can still start)."""
+        if self.deadline is None:
+            return limit
+        return min(limit, max(self.deadline - time.monotonic(), 1.0))
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+
+class _Episode:
+    """One running episode: its inputs, its state so far, and the named steps of the
+    loop (kept together so error paths can still report it).
+
+    ``run_episode`` calls ``build``, ``reset_agent``, ``step`` until it says stop, then
+    ``evaluate``; failures raise and are turned into an outcome by ``run_episode``.
+    """
+
+    def __init__(self, variant: "Variant", agent: Agent, guardrail: "Verifier | None",
+                 writer: EpisodeWriter, settings: _Settings, clock: _Clock):
         self.variant = variant
+        self.agent = agent
+        self.guardrail = guardrail
         self.writer = writer
+        self.settings = settings
+        self.clock = clock
         self.executed: list[str] = []  # executed action codes (TrajectoryView.actions)
         self.agent_outputs: list[str] = []
         # a standard episode has no hazards, so its invariants are not evaluated at all
-        self.first_violation: dict[str, int | None] = {} if standard else {inv.id: None for inv in variant.invariants}
+        self.first_violation: dict[str, int | None] = (
+            {} if settings.standard else {inv.id: None for inv in variant.invariants})
         self.steps = 0
         self.proposals = 0
         self.blocked = 0
@@ -127,11 +197,282 @@ class _Episode:
         self.guardrail_tokens: dict[str, int] = {}
         self.guardrail_latency = 0.0
         self.safe_reference = {(a.kind, a.code) for a in variant.references.safe}
+        self.env: "Environment | None" = None
+        self.built: _deps.Built | None = None
+        self.request: Any = None  # the per-step probe request (None: no step probe)
+        self.env_info: dict[str, Any] = {}
+        self.outcome: Outcome | None = None
+        self.reason = ""
+        self.evaluation: dict[str, Any] | None = None
+        self.final_block: dict[str, Any] | None = None
+        self.timeout_info: dict[str, Any] | None = None  # outcome.json "timeout" when a limit ended it
+        self.pending: dict[str, Any] | None = None  # the step record the error paths still write
+        self.shell_output: str | None = None
+        self.last_action: Action | None = None
 
     def traj(self) -> Any:
+        """The trajectory so far, as invariants and the evaluator see it."""
         from osguard.invariants.types import TrajectoryView
 
         return TrajectoryView(actions=tuple(self.executed), agent_outputs=tuple(self.agent_outputs))
+
+    # -- start ---------------------------------------------------------------------------
+
+    def build(self, provider: Any) -> None:
+        """Start the environment, run setup (and hazards), take the baseline."""
+        self.clock.check_cancel()
+        standard = self.settings.standard
+        try:
+            self.built = _deps.build(self.variant, provider, hazards=not standard)
+        except OsguardError as exc:
+            raise _EnvFailure(f"build failed: {exc}") from exc
+        self.env = env = self.built.env
+        self.env_info = {"id": env.info.id, "provider": env.info.provider, "image": env.info.image,
+                         "capabilities": env.capabilities.to_json()}
+        self.request = self.built.request if self.settings.step_probe and not standard else None
+        self.clock.check(None)
+
+    def reset_agent(self) -> None:
+        """Give the agent the instruction (within the step timeout)."""
+        agent = self.agent
+        try:
+            self.clock.bounded(lambda: agent.reset(self.variant.base.instruction, self.variant),
+                               "agent reset", "agent", 0)
+        except (_Timeout, Interrupted):
+            raise
+        except Exception as exc:
+            raise _AgentFailure(str(exc) if isinstance(exc, OsguardError)
+                                else f"{agent.name}: {type(exc).__name__}: {exc}") from exc
+
+    # -- one step ------------------------------------------------------------------------
+
+    def step(self) -> bool:
+        """Observe, propose (and judge) until allowed, execute, probe. False: the episode
+        is over (step limit, terminal action, retry termination)."""
+        self.clock.check(self.steps)
+        if self.steps >= self.settings.max_steps:
+            self.reason = f"reached the step limit ({self.settings.max_steps})"
+            return False
+        step = self.steps
+        obs, record = self.observe(step)
+        chosen = self.propose_until_allowed(step, obs, record)
+        if chosen is None:
+            self.terminate_blocked(step, record)
+            return False
+        self.accept(chosen, record)
+        if chosen.is_terminal:
+            self.terminate_by_agent(step, chosen, record)
+            return False
+        self.execute(chosen, record)
+        self.check_invariants(step, record)
+        self.write_step(record)
+        self.steps += 1
+        return True
+
+    def observe(self, step: int) -> tuple[Observation, dict[str, Any]]:
+        """The pre-action observation, saved; returns it and the new step record (pending
+        until the step completes)."""
+        t_obs = time.monotonic()
+        obs, obs_notes = _observe(self.env, self.shell_output, step)
+        refs: dict[str, Any] = self.writer.save_observation(step, obs.screenshot, obs.accessibility_tree)
+        refs["observe_s"] = round(time.monotonic() - t_obs, 4)
+        if obs_notes:
+            refs["errors"] = obs_notes
+        record: dict[str, Any] = {"index": step, "observation": refs, "proposals": []}
+        self.pending = record  # written by the error paths if the step does not complete
+        return obs, record
+
+    def propose_until_allowed(self, step: int, obs: Observation, record: dict[str, Any]) -> Action | None:
+        """Up to ``retry_budget + 1`` proposals at this state; the first one the guardrail
+        allows (or any, unguarded), or None when every one was blocked."""
+        feedback: str | None = None
+        for attempt in range(self.settings.retry_budget + 1):
+            self.clock.check(step)
+            action, attempt_record = self.propose(step, attempt, obs, feedback)
+            record["proposals"].append(attempt_record)
+            if self.guardrail is None or not _judged(action):
+                return action
+            verdict = self.judge(step, action, obs)
+            attempt_record["verdict"] = verdict.to_json()
+            if not verdict.blocks:
+                return action
+            self.blocked += 1
+            feedback = verdict.feedback or f"The action was judged {verdict.label}."
+        return None
+
+    def propose(self, step: int, attempt: int, obs: Observation,
+                feedback: str | None) -> tuple[Action, dict[str, Any]]:
+        """One agent proposal (within the step timeout) and its attempt record."""
+        agent = self.agent
+        t0 = time.monotonic()
+        try:
+            proposal = self.clock.bounded(lambda: agent.propose(obs, feedback), "agent proposal", "agent", step)
+        except (AgentError, ModelError) as exc:
+            raise _AgentFailure(str(exc)) from exc
+        except (Interrupted, _Timeout):
+            raise
+        except Exception as exc:  # a plug-in's bug is still the agent's failure
+            raise _AgentFailure(f"{agent.name}: {type(exc).__name__}: {exc}") from exc
+        self.proposals += 1
+        _add_usage(self.agent_tokens, proposal.usage)
+        action = proposal.action
+        return action, {
+            "attempt": attempt, "action": action.to_json(), "raw_output": proposal.raw_output,
+            "usage": dict(proposal.usage), "agent_latency_s": round(time.monotonic() - t0, 4),
+            "feedback_in": feedback,
+            "in_safe_reference": (action.kind, action.code) in self.safe_reference,
+            "verdict": None,
+        }
+
+    def judge(self, step: int, action: Action, obs: Observation) -> Any:
+        """The guardrail's verdict on one proposal (within the step timeout)."""
+        assert self.guardrail is not None
+        verdict = _judge(self.guardrail, self.variant.base.instruction, action, obs,
+                         lambda fn: self.clock.bounded(fn, "guardrail verdict", "guardrail", step))
+        _add_usage(self.guardrail_tokens, verdict.usage)
+        self.guardrail_latency += verdict.latency_s
+        return verdict
+
+    def terminate_blocked(self, step: int, record: dict[str, Any]) -> None:
+        """Every proposal at this state was blocked: retry termination."""
+        attempts = record["proposals"]
+        last = attempts[-1]
+        self.final_block = {"step": step, "action": last["action"], "verdict": last["verdict"]}
+        record.update({"executed": None, "terminated": "retry_termination"})
+        self.write_step(record)
+        self.outcome = Outcome.RETRY_TERMINATION
+        self.reason = (f"step {step}: {len(attempts)} proposals blocked "
+                       f"(last: {last['verdict']['label']}: {last['verdict']['feedback']})")
+
+    def accept(self, chosen: Action, record: dict[str, Any]) -> None:
+        """Record the action that goes through (and what the agent said with it)."""
+        record["executed"] = chosen.to_json()
+        raw_output = record["proposals"][-1]["raw_output"]
+        if raw_output:
+            # only the output behind an action that went through counts as said (not_disclosed)
+            self.agent_outputs.append(raw_output)
+
+    def terminate_by_agent(self, step: int, chosen: Action, record: dict[str, Any]) -> None:
+        """DONE / FAIL: the episode ends and is evaluated."""
+        record["terminated"] = chosen.code
+        self.write_step(record)
+        self.reason = f"agent said {chosen.code} at step {step}"
+        self.last_action = chosen
+
+    def execute(self, chosen: Action, record: dict[str, Any]) -> None:
+        """Run the action in the environment (WAIT just waits)."""
+        t0 = time.monotonic()
+        if chosen.kind == "special":  # WAIT
+            time.sleep(self.settings.wait_seconds)
+            record["result"] = None
+        else:
+            assert self.env is not None and self.built is not None
+            result = self.env.run_action(chosen, workdir=self.built.workdir,
+                                         timeout=self.clock.action_timeout(self.settings.action_timeout))
+            self.executed.append(chosen.render())
+            self.shell_output = (result.output or "") + (result.error or "")
+            record["result"] = {"returncode": result.returncode, "output": result.output[-OUTPUT_LIMIT:],
+                                "error": result.error[-OUTPUT_LIMIT:], "timed_out": result.timed_out}
+        self.last_action = chosen
+        record["exec_s"] = round(time.monotonic() - t0, 4)
+
+    def check_invariants(self, step: int, record: dict[str, Any]) -> None:
+        """Probe after the action and note each invariant's first violating step."""
+        if self.request is None:
+            return
+        assert self.env is not None and self.built is not None
+        t0 = time.monotonic()
+        state = _deps.probe(self.env, self.request)
+        held = _deps.check_invariants(self.variant, self.built.baseline, state, self.traj())
+        record["invariants"] = held
+        record["probe_s"] = round(time.monotonic() - t0, 4)
+        for inv_id, ok in held.items():
+            if not ok and self.first_violation.get(inv_id) is None:
+                self.first_violation[inv_id] = step
+
+    def write_step(self, record: dict[str, Any]) -> None:
+        self.writer.write_step(record)
+        self.pending = None
+
+    # -- end -----------------------------------------------------------------------------
+
+    def evaluate(self) -> None:
+        """Postconfig, final probe, success and invariants (the outcome unless the loop
+        already decided it)."""
+        self.clock.check_cancel()
+        assert self.built is not None
+        self.evaluation = _deps.evaluate(self.built, self.traj(), self.last_action)
+        if self.outcome is None:
+            self.outcome = Outcome(self.evaluation["outcome"])
+            if self.outcome is Outcome.ENV_ERROR:
+                self.reason = f"evaluation: {self.evaluation.get('error')}"
+
+    def fail(self, outcome: Outcome, reason: str) -> None:
+        self.outcome, self.reason = outcome, reason
+
+    def record_unfinished_step(self) -> None:
+        """An error ended the episode mid-step: keep that step's record, with the error."""
+        if self.pending is None or self.outcome not in (Outcome.ENV_ERROR, Outcome.AGENT_ERROR):
+            return
+        self.pending.update({"terminated": self.outcome.value, "error": self.reason})
+        self.pending.setdefault("executed", None)
+        try:
+            self.writer.write_step(self.pending)
+        except Exception:
+            pass
+
+    def result(self, episode_id: str) -> EpisodeResult:
+        assert self.outcome is not None
+        variant = self.variant
+        return EpisodeResult(
+            episode_id=episode_id, variant_id=variant.id, outcome=self.outcome, reason=self.reason,
+            steps=self.steps, proposals=self.proposals, blocked=self.blocked,
+            violated=list((self.evaluation or {}).get("violated", [])),
+            first_violation_step=dict(self.first_violation), duration_s=self.clock.elapsed(),
+            agent_tokens=self.agent_tokens, guardrail_tokens=self.guardrail_tokens,
+            guardrail_latency_s=self.guardrail_latency, spec_hash=variant.spec_hash,
+            family=variant.family, domain=variant.base.domain,
+            episode_dir=f"episodes/{episode_id}",
+        )
+
+    def save_states(self) -> dict[str, str]:
+        """The probed states, so invariants can be re-checked later without any environment."""
+        states: dict[str, str] = {}
+        if self.built is not None:
+            try:
+                states["baseline"] = self.writer.save_json("baseline_state.json", self.built.baseline)
+                if self.built.final is not None:
+                    states["final"] = self.writer.save_json("final_state.json", self.built.final)
+            except (OSError, TypeError, ValueError):
+                pass
+        return states
+
+    def outcome_doc(self, result: EpisodeResult) -> dict[str, Any]:
+        """outcome.json: the results line plus everything needed to read the episode."""
+        states = self.save_states()
+        build_record: dict[str, Any] | None = None
+        if self.built is not None:
+            # the build record without the baseline State itself (saved on its own)
+            rec = self.built.record
+            build_record = {**rec, "baseline": {k: v for k, v in rec["baseline"].items() if k != "state"}}
+        s = self.settings
+        return {
+            **result.to_json(),
+            "standard": s.standard,
+            "instruction": self.variant.base.instruction,
+            "agent": self.agent.name,
+            "guardrail": getattr(self.guardrail, "name", None),
+            "retry_budget": s.retry_budget,
+            "max_steps": s.max_steps,
+            "final_block": self.final_block,
+            "timeout": self.timeout_info,
+            "step_timeout": s.step_timeout,
+            "episode_timeout": s.episode_timeout,
+            "evaluation": self.evaluation,
+            "environment": self.env_info,
+            "build": build_record,
+            "states": states,
+        }
 
 
 def _observe(env: "Environment", shell_output: str | None, step: int) -> tuple[Observation, list[str]]:
@@ -157,6 +498,14 @@ def _observe(env: "Environment", shell_output: str | None, step: int) -> tuple[O
         except Exception as exc:
             notes.append(f"accessibility tree failed: {type(exc).__name__}: {exc}")
     return Observation(screenshot=shot, accessibility_tree=tree, shell_output=shell_output, step=step), notes
+
+
+def _check_limits(retry_budget: int, step_timeout: float | None, episode_timeout: float | None) -> None:
+    if retry_budget < 0:
+        raise OsguardError(f"retry budget {retry_budget}: expected an integer >= 0")
+    for flag, value in (("--step-timeout", step_timeout), ("--episode-timeout", episode_timeout)):
+        if value is not None and not value > 0:
+            raise OsguardError(f"{flag} {value:g}: expected a number of seconds > 0")
 
 
 def run_episode(
@@ -205,250 +554,51 @@ def run_episode(
             checked between steps and bounding every wait; on expiry ``agent_error``
             "episode timed out after N s", not evaluated. None: no limit.
     """
-    if retry_budget < 0:
-        raise OsguardError(f"retry budget {retry_budget}: expected an integer >= 0")
-    for flag, value in (("--step-timeout", step_timeout), ("--episode-timeout", episode_timeout)):
-        if value is not None and not value > 0:
-            raise OsguardError(f"{flag} {value:g}: expected a number of seconds > 0")
+    _check_limits(retry_budget, step_timeout, episode_timeout)
     episode_id = episode_id or variant.id
-    writer = EpisodeWriter(Path(run_dir), episode_id)
-    ep = _Episode(variant, writer, standard)
-    start = time.monotonic()
-    env: "Environment | None" = None
-    built: _deps.Built | None = None
-    outcome: Outcome | None = None
-    reason = ""
-    evaluation: dict[str, Any] | None = None
-    final_block: dict[str, Any] | None = None
-    env_info: dict[str, Any] = {}
-    pending: dict[str, Any] | None = None
-    timeout_info: dict[str, Any] | None = None  # outcome.json "timeout" when a limit ended it
-    deadline = start + episode_timeout if episode_timeout is not None else None
-
-    def check_cancel() -> None:
-        if cancel is not None and cancel.is_set():
-            raise Interrupted()
-
-    def check_deadline(step: int | None) -> None:
-        if deadline is not None and time.monotonic() >= deadline:
-            raise _Timeout(f"episode timed out after {episode_timeout:g} s", "episode", episode_timeout, step)
-
-    def bounded(fn: Any, what: str, kind: str, step: int) -> Any:
-        """``fn()`` within the step timeout and the episode's deadline."""
-        return _call_with_timeout(fn, what=what, kind=kind, step=step, step_timeout=step_timeout,
-                                  deadline=deadline, episode_timeout=episode_timeout, cancel=cancel)
-
+    settings = _Settings(max_steps=max_steps, retry_budget=retry_budget, step_probe=step_probe,
+                         action_timeout=action_timeout, wait_seconds=wait_seconds, standard=standard,
+                         step_timeout=step_timeout, episode_timeout=episode_timeout)
+    clock = _Clock(cancel, step_timeout, episode_timeout)
+    ep = _Episode(variant, agent, guardrail, EpisodeWriter(Path(run_dir), episode_id), settings, clock)
     try:
-        check_cancel()
-        try:
-            built = _deps.build(variant, provider, hazards=not standard)
-        except OsguardError as exc:
-            raise _EnvFailure(f"build failed: {exc}") from exc
-        env = built.env
-        env_info = {"id": env.info.id, "provider": env.info.provider, "image": env.info.image,
-                    "capabilities": env.capabilities.to_json()}
-        check_cancel()
-        check_deadline(None)
-        request = built.request if step_probe and not standard else None
-        try:
-            bounded(lambda: agent.reset(variant.base.instruction, variant), "agent reset", "agent", 0)
-        except (_Timeout, Interrupted):
-            raise
-        except Exception as exc:
-            raise _AgentFailure(str(exc) if isinstance(exc, OsguardError) else f"{agent.name}: {type(exc).__name__}: {exc}") from exc
-        shell_output: str | None = None
-        last_action: Action | None = None
-        while True:
-            check_cancel()
-            check_deadline(ep.steps)
-            if ep.steps >= max_steps:
-                reason = f"reached the step limit ({max_steps})"
-                break
-            step = ep.steps
-            t_obs = time.monotonic()
-            obs, obs_notes = _observe(env, shell_output, step)
-            refs: dict[str, Any] = writer.save_observation(step, obs.screenshot, obs.accessibility_tree)
-            refs["observe_s"] = round(time.monotonic() - t_obs, 4)
-            if obs_notes:
-                refs["errors"] = obs_notes
-            feedback: str | None = None
-            attempts: list[dict[str, Any]] = []
-            chosen: Action | None = None
-            step_record: dict[str, Any] = {"index": step, "observation": refs, "proposals": attempts}
-            pending = step_record  # written by the error paths if the step does not complete
-            for attempt in range(retry_budget + 1):
-                check_cancel()
-                check_deadline(step)
-                t0 = time.monotonic()
-                try:
-                    proposal = bounded(lambda: agent.propose(obs, feedback), "agent proposal", "agent", step)
-                except (AgentError, ModelError) as exc:
-                    raise _AgentFailure(str(exc)) from exc
-                except (Interrupted, _Timeout):
-                    raise
-                except Exception as exc:  # a plug-in's bug is still the agent's failure
-                    raise _AgentFailure(f"{agent.name}: {type(exc).__name__}: {exc}") from exc
-                ep.proposals += 1
-                _add_usage(ep.agent_tokens, proposal.usage)
-                action = proposal.action
-                record: dict[str, Any] = {
-                    "attempt": attempt, "action": action.to_json(), "raw_output": proposal.raw_output,
-                    "usage": dict(proposal.usage), "agent_latency_s": round(time.monotonic() - t0, 4),
-                    "feedback_in": feedback,
-                    "in_safe_reference": (action.kind, action.code) in ep.safe_reference,
-                    "verdict": None,
-                }
-                attempts.append(record)
-                if guardrail is None or not _judged(action):
-                    chosen = action
-                    break
-                verdict = _judge(guardrail, variant.base.instruction, action, obs,
-                                 lambda fn: bounded(fn, "guardrail verdict", "guardrail", step))
-                _add_usage(ep.guardrail_tokens, verdict.usage)
-                ep.guardrail_latency += verdict.latency_s
-                record["verdict"] = verdict.to_json()
-                if not verdict.blocks:
-                    chosen = action
-                    break
-                ep.blocked += 1
-                feedback = verdict.feedback or f"The action was judged {verdict.label}."
-            if chosen is None:
-                last = attempts[-1]
-                final_block = {"step": step, "action": last["action"], "verdict": last["verdict"]}
-                step_record.update({"executed": None, "terminated": "retry_termination"})
-                writer.write_step(step_record)
-                pending = None
-                outcome = Outcome.RETRY_TERMINATION
-                reason = (f"step {step}: {len(attempts)} proposals blocked "
-                          f"(last: {last['verdict']['label']}: {last['verdict']['feedback']})")
-                break
-            step_record["executed"] = chosen.to_json()
-            if attempts[-1]["raw_output"]:
-                # only the output behind an action that went through counts as said (not_disclosed)
-                ep.agent_outputs.append(attempts[-1]["raw_output"])
-            if chosen.is_terminal:
-                step_record["terminated"] = chosen.code
-                writer.write_step(step_record)
-                pending = None
-                reason = f"agent said {chosen.code} at step {step}"
-                last_action = chosen
-                break
-            t0 = time.monotonic()
-            if chosen.kind == "special":  # WAIT
-                time.sleep(wait_seconds)
-                last_action = chosen
-                step_record["result"] = None
-            else:
-                timeout = action_timeout
-                if deadline is not None:
-                    # an action may not outlive the episode (a minimum so it can still start)
-                    timeout = min(action_timeout, max(deadline - time.monotonic(), 1.0))
-                result = env.run_action(chosen, workdir=built.workdir, timeout=timeout)
-                ep.executed.append(chosen.render())
-                last_action = chosen
-                shell_output = (result.output or "") + (result.error or "")
-                step_record["result"] = {"returncode": result.returncode, "output": result.output[-OUTPUT_LIMIT:],
-                                         "error": result.error[-OUTPUT_LIMIT:], "timed_out": result.timed_out}
-            step_record["exec_s"] = round(time.monotonic() - t0, 4)
-            if request is not None:
-                t0 = time.monotonic()
-                state = _deps.probe(env, request)
-                held = _deps.check_invariants(variant, built.baseline, state, ep.traj())
-                step_record["invariants"] = held
-                step_record["probe_s"] = round(time.monotonic() - t0, 4)
-                for inv_id, ok in held.items():
-                    if not ok and ep.first_violation.get(inv_id) is None:
-                        ep.first_violation[inv_id] = step
-            writer.write_step(step_record)
-            pending = None
-            ep.steps += 1
-        check_cancel()
-        evaluation = _deps.evaluate(built, ep.traj(), last_action)
-        if outcome is None:
-            outcome = Outcome(evaluation["outcome"])
-            if outcome is Outcome.ENV_ERROR:
-                reason = f"evaluation: {evaluation.get('error')}"
-
+        ep.build(provider)
+        ep.reset_agent()
+        while ep.step():
+            pass
+        ep.evaluate()
     except Interrupted:
-        writer.discard()
-        _stop(env)
+        ep.writer.discard()
+        _stop(ep.env)
         raise
     except _Timeout as exc:
         # not evaluated: the state may be mid-action, and a stuck call may still act on it
-        outcome, reason = Outcome.AGENT_ERROR, str(exc)
-        timeout_info = {"kind": exc.kind, "limit_s": exc.limit_s, "step": exc.step}
+        ep.fail(Outcome.AGENT_ERROR, str(exc))
+        ep.timeout_info = {"kind": exc.kind, "limit_s": exc.limit_s, "step": exc.step}
     except _AgentFailure as exc:
-        outcome, reason = Outcome.AGENT_ERROR, str(exc)
+        ep.fail(Outcome.AGENT_ERROR, str(exc))
     except _EnvFailure as exc:
-        outcome, reason = Outcome.ENV_ERROR, str(exc)
+        ep.fail(Outcome.ENV_ERROR, str(exc))
     except EnvironmentError_ as exc:
-        outcome, reason = Outcome.ENV_ERROR, f"environment: {exc}"
+        ep.fail(Outcome.ENV_ERROR, f"environment: {exc}")
     except Exception as exc:
-        if cancel is not None and cancel.is_set():
+        if clock.cancelled():
             # the run stopped this episode's environment under it: not a real failure
-            writer.discard()
-            _stop(env)
+            ep.writer.discard()
+            _stop(ep.env)
             raise Interrupted() from exc
-        outcome = Outcome.ENV_ERROR
-        reason = f"{type(exc).__name__}: {exc}"
-        evaluation = evaluation or {"traceback": traceback.format_exc(limit=8)}
+        ep.fail(Outcome.ENV_ERROR, f"{type(exc).__name__}: {exc}")
+        ep.evaluation = ep.evaluation or {"traceback": traceback.format_exc(limit=8)}
     finally:
-        _stop(env)
+        _stop(ep.env)
 
-    assert outcome is not None
-    if pending is not None and outcome in (Outcome.ENV_ERROR, Outcome.AGENT_ERROR):
-        pending.update({"terminated": outcome.value, "error": reason})
-        pending.setdefault("executed", None)
-        try:
-            writer.write_step(pending)
-        except Exception:
-            pass
-    duration = time.monotonic() - start
-    violated = list((evaluation or {}).get("violated", []))
-    result = EpisodeResult(
-        episode_id=episode_id, variant_id=variant.id, outcome=outcome, reason=reason,
-        steps=ep.steps, proposals=ep.proposals, blocked=ep.blocked, violated=violated,
-        first_violation_step=dict(ep.first_violation), duration_s=duration,
-        agent_tokens=ep.agent_tokens, guardrail_tokens=ep.guardrail_tokens,
-        guardrail_latency_s=ep.guardrail_latency, spec_hash=variant.spec_hash,
-        family=variant.family, domain=variant.base.domain,
-        episode_dir=f"episodes/{episode_id}",
-    )
-    states: dict[str, str] = {}
-    if built is not None:
-        # the probed states, so invariants can be re-checked later without any environment
-        try:
-            states["baseline"] = writer.save_json("baseline_state.json", built.baseline)
-            if built.final is not None:
-                states["final"] = writer.save_json("final_state.json", built.final)
-        except (OSError, TypeError, ValueError):
-            pass
-    record: dict[str, Any] | None = None
-    if built is not None:
-        # the build record without the baseline State itself (saved on its own above)
-        record = {**built.record, "baseline": {k: v for k, v in built.record["baseline"].items() if k != "state"}}
-    outcome_doc = {
-        **result.to_json(),
-        "standard": standard,
-        "instruction": variant.base.instruction,
-        "agent": agent.name,
-        "guardrail": getattr(guardrail, "name", None),
-        "retry_budget": retry_budget,
-        "max_steps": max_steps,
-        "final_block": final_block,
-        "timeout": timeout_info,
-        "step_timeout": step_timeout,
-        "episode_timeout": episode_timeout,
-        "evaluation": evaluation,
-        "environment": env_info,
-        "build": record,
-        "states": states,
-    }
-    check = cancel is not None and cancel.is_set() and outcome in (Outcome.ENV_ERROR, Outcome.AGENT_ERROR)
-    if check:
-        writer.discard()
+    ep.record_unfinished_step()
+    result = ep.result(episode_id)
+    outcome_doc = ep.outcome_doc(result)
+    if clock.cancelled() and result.outcome in (Outcome.ENV_ERROR, Outcome.AGENT_ERROR):
+        ep.writer.discard()
         raise Interrupted()
-    writer.commit(outcome_doc)
+    ep.writer.commit(outcome_doc)
     return result
 
 

@@ -364,6 +364,39 @@ def run_suite(
         OsguardError: bad arguments, a non-empty out_dir without resume, a manifest
             mismatch on resume; RunInterrupted on Ctrl-C / SIGTERM.
     """
+    _check_run_limits(workers, max_steps, retry_budget, step_timeout, episode_timeout)
+    variants = _unique(variants)
+    check_agent_spec(agent_spec)
+    agent_options = dict(agent_options or {})
+    agent_options.setdefault("seed", seed)
+    run_dir = Path(out_dir)
+    probe_agent = _check_agents(agent_spec, variants, agent_options)
+    guardrail = _make_guardrail(guardrail_spec, guardrail_options)
+    provider_obj = _available_provider(provider)
+    skipped = unsupported_variants(variants, provider_obj) if skip_unsupported else {}
+    variants = _runnable(variants, skipped)
+    manifest = _manifest(
+        variants, skipped, agent_spec=agent_spec, probe_agent=probe_agent, guardrail_spec=guardrail_spec,
+        guardrail=guardrail, provider_obj=provider_obj, provider=provider, max_steps=max_steps,
+        retry_budget=retry_budget, step_timeout=step_timeout, episode_timeout=episode_timeout,
+        workers=workers, seed=seed, step_probe=step_probe, standard=standard, command_line=command_line)
+    done = _prepare_run_dir(run_dir, manifest, resume, provider_obj)
+    todo = [v for v in variants if v.id not in done]
+    summary = RunSummary(run_dir=run_dir, skipped=len(variants) - len(todo), unsupported=skipped)
+    episode_args = dict(max_steps=max_steps, retry_budget=retry_budget, step_probe=step_probe,
+                        action_timeout=action_timeout, standard=standard, step_timeout=step_timeout,
+                        episode_timeout=episode_timeout)
+    suite = _SuiteRun(run_dir, provider_obj, agent_spec, agent_options, guardrail, episode_args, workers,
+                      _Progress(len(variants), summary.skipped, enabled=progress))
+    summary.ran = suite.run_all(todo)
+    from osguard.runner.trajectory import read_results
+
+    summary.results = read_results(run_dir)
+    return summary
+
+
+def _check_run_limits(workers: int, max_steps: int, retry_budget: int, step_timeout: float,
+                      episode_timeout: float) -> None:
     if workers < 1:
         raise OsguardError(f"--workers {workers}: expected an integer >= 1")
     if max_steps < 1:
@@ -373,6 +406,9 @@ def run_suite(
     for flag, value in (("--step-timeout", step_timeout), ("--episode-timeout", episode_timeout)):
         if not value > 0:  # also rejects NaN
             raise OsguardError(f"{flag} {value:g}: expected a number of seconds > 0")
+
+
+def _unique(variants: Sequence["Variant"]) -> list["Variant"]:
     variants = list(variants)
     if not variants:
         raise OsguardError("no variants to run")
@@ -380,13 +416,13 @@ def run_suite(
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
         raise OsguardError(f"variant ids appear more than once: {', '.join(dupes)}")
-    check_agent_spec(agent_spec)
-    agent_options = dict(agent_options or {})
-    agent_options.setdefault("seed", seed)
-    run_dir = Path(out_dir)
+    return variants
 
-    # Fail fast on user mistakes (bad flags, missing endpoint, a replay file without some
-    # variant) before any environment starts, listing every problem at once.
+
+def _check_agents(agent_spec: str, variants: list["Variant"], agent_options: dict[str, Any]) -> Any:
+    """Fail fast on user mistakes (bad flags, missing endpoint, a replay file without some
+    variant) before any environment starts, listing every problem at once. Returns one
+    built agent (its settings go in the manifest)."""
     problems: list[str] = []
     probe_agent = None
     for v in variants:
@@ -399,27 +435,45 @@ def run_suite(
         probe_agent = probe_agent or built_agent
     if problems:
         raise OsguardError("\n".join(problems))
-    guardrail = None
-    if guardrail_spec:
-        from osguard.scout import get_verifier
+    return probe_agent
 
-        guardrail = get_verifier(guardrail_spec, **(guardrail_options or {}))
+
+def _make_guardrail(guardrail_spec: str | None, guardrail_options: dict[str, Any] | None) -> Any:
+    if not guardrail_spec:
+        return None
+    from osguard.scout import get_verifier
+
+    return get_verifier(guardrail_spec, **(guardrail_options or {}))
+
+
+def _available_provider(provider: Any) -> Any:
     provider_obj = _resolve_provider(provider)
     unavailable = provider_obj.available() if hasattr(provider_obj, "available") else None
     if unavailable:
         from osguard.errors import ProviderUnavailable
 
         raise ProviderUnavailable(f"provider {getattr(provider_obj, 'name', provider)!r}: {unavailable}")
-    skipped = unsupported_variants(variants, provider_obj) if skip_unsupported else {}
-    variants = [v for v in variants if v.id not in skipped]
-    if not variants:
+    return provider_obj
+
+
+def _runnable(variants: list["Variant"], skipped: dict[str, str]) -> list["Variant"]:
+    kept = [v for v in variants if v.id not in skipped]
+    if not kept:
         raise OsguardError("no variant can run on this provider: "
                            + "; ".join(f"{vid} {why}" for vid, why in sorted(skipped.items())))
+    return kept
 
-    manifest = {
+
+def _manifest(variants: list["Variant"], skipped: dict[str, str], *, agent_spec: str, probe_agent: Any,
+              guardrail_spec: str | None, guardrail: Any, provider_obj: Any, provider: Any,
+              max_steps: int, retry_budget: int, step_timeout: float, episode_timeout: float,
+              workers: int, seed: int, step_probe: bool, standard: bool,
+              command_line: list[str] | None) -> dict[str, Any]:
+    """manifest.json for a new run (``_prepare_run_dir`` merges it with a resumed one)."""
+    return {
         "osguard_version": __version__,
         "git": _git_commit(),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _now(),
         "command_line": redact_command_line(
             command_line if command_line is not None else [Path(sys.argv[0]).name, *sys.argv[1:]]),
         "agent": agent_spec,
@@ -442,11 +496,18 @@ def run_suite(
         "variants": {v.id: {"spec_hash": v.spec_hash, "version": v.version, "family": v.family,
                             "domain": v.base.domain, "source": v.source_path} for v in variants},
     }
-    import json
 
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _prepare_run_dir(run_dir: Path, manifest: dict[str, Any], resume: bool, provider_obj: Any) -> set[str]:
+    """Create (or, resuming, check and repair) the run directory and write the manifest.
+    Returns the episode ids already done."""
     done: set[str] = set()
-    if resume and (run_dir / MANIFEST).exists():
-        old = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
+    if resume:
+        old = _read_manifest(run_dir)
         _check_resume_manifest(old, manifest, run_dir)
         changed = [vid for vid, meta in old.get("variants", {}).items()
                    if vid in manifest["variants"] and meta.get("spec_hash") != manifest["variants"][vid]["spec_hash"]]
@@ -459,103 +520,146 @@ def run_suite(
         kept = repair_results(run_dir)
         done = {r["episode_id"] for r in kept}
         manifest["created"] = old.get("created", manifest["created"])
-        manifest["resumed"] = [*old.get("resumed", []), _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")]
+        manifest["resumed"] = [*old.get("resumed", []), _now()]
         manifest["variants"] = {**old.get("variants", {}), **manifest["variants"]}
+    elif run_dir.exists() and not run_dir.is_dir():
+        raise OsguardError(f"{run_dir}: exists and is not a directory; choose a new --out")
     elif run_dir.exists() and any(run_dir.iterdir()):
         raise OsguardError(f"{run_dir}: the run directory is not empty; pass --resume to continue it or choose a new --out")
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / EPISODES).mkdir(exist_ok=True)
     write_json_atomic(run_dir / MANIFEST, manifest)
+    return done
 
-    todo = [v for v in variants if v.id not in done]
-    tracker = EnvTracker()
-    tracked = TrackedProvider(provider_obj, tracker, run_dir)
-    results_file = ResultsFile(run_dir)
-    summary = RunSummary(run_dir=run_dir, skipped=len(variants) - len(todo), unsupported=skipped)
 
-    def work(variant: "Variant") -> EpisodeResult | None:
-        display.running(variant.id, True)
+def _read_manifest(run_dir: Path) -> dict[str, Any]:
+    """The manifest of the run being resumed; a folder without one is not a run."""
+    import json
+
+    path = run_dir / MANIFEST
+    if not path.is_file():
+        raise OsguardError(f"{run_dir}: nothing to resume (no {MANIFEST}); "
+                           "run without --resume to start a new run")
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise OsguardError(f"{path}: cannot resume: unreadable manifest ({exc})") from None
+    if not isinstance(old, dict):
+        raise OsguardError(f"{path}: cannot resume: expected a JSON object")
+    return old
+
+
+class _SuiteRun:
+    """The episodes of one run on a worker pool, with cleanup on Ctrl-C / SIGTERM."""
+
+    def __init__(self, run_dir: Path, provider_obj: Any, agent_spec: str, agent_options: dict[str, Any],
+                 guardrail: Any, episode_args: dict[str, Any], workers: int, display: "_Progress"):
+        self.run_dir = run_dir
+        self.tracker = EnvTracker()
+        self.provider = TrackedProvider(provider_obj, self.tracker, run_dir)
+        self.results_file = ResultsFile(run_dir)
+        self.agent_spec = agent_spec
+        self.agent_options = agent_options
+        self.guardrail = guardrail
+        self.episode_args = episode_args
+        self.workers = workers
+        self.display = display
+        self.interrupted: list[int] = []
+
+    def make_agent(self, variant: "Variant") -> Any:
+        """A fresh agent; one that cannot be built fails its episode alone."""
         try:
-            try:
-                agent = get_agent(agent_spec, variant, **agent_options)
-            except Exception as exc:  # this variant's agent cannot be built: its episode fails alone
-                message = str(exc) if isinstance(exc, OsguardError) else f"{agent_spec}: {type(exc).__name__}: {exc}"
-                agent = _FailedAgent(agent_spec, message)
-            result = run_episode(variant, agent, guardrail, provider=tracked, run_dir=run_dir,
-                                 episode_id=variant.id, max_steps=max_steps, retry_budget=retry_budget,
-                                 step_probe=step_probe, action_timeout=action_timeout, cancel=tracker.cancel,
-                                 standard=standard, step_timeout=step_timeout, episode_timeout=episode_timeout)
+            return get_agent(self.agent_spec, variant, **self.agent_options)
+        except Exception as exc:
+            message = str(exc) if isinstance(exc, OsguardError) else f"{self.agent_spec}: {type(exc).__name__}: {exc}"
+            return _FailedAgent(self.agent_spec, message)
+
+    def work(self, variant: "Variant") -> EpisodeResult | None:
+        """One episode in a worker thread; its line is appended once it has ended
+        (None: interrupted, nothing recorded)."""
+        self.display.running(variant.id, True)
+        try:
+            result = run_episode(variant, self.make_agent(variant), self.guardrail, provider=self.provider,
+                                 run_dir=self.run_dir, episode_id=variant.id, cancel=self.tracker.cancel,
+                                 **self.episode_args)
         except Interrupted:
             return None
         finally:
-            display.running(variant.id, False)
-            for env in tracker.release_current_thread():
-                try:
-                    env.stop()
-                except Exception:
-                    pass
-        results_file.append(result.to_json())
+            self.display.running(variant.id, False)
+            self.stop(self.tracker.release_current_thread())
+        self.results_file.append(result.to_json())
         return result
 
-    display = _Progress(len(variants), summary.skipped, enabled=progress)
-    interrupted: list[int] = []
-    previous: dict[int, Any] = {}
+    @staticmethod
+    def stop(envs: list[Any]) -> None:
+        for env in envs:
+            try:
+                env.stop()
+            except Exception:
+                pass
 
-    def on_signal(signum: int, frame: Any) -> None:
-        first = not interrupted
-        interrupted.append(signum)
-        tracker.cancel.set()
-        tracker.stop_all()
+    def on_signal(self, signum: int, frame: Any) -> None:
+        first = not self.interrupted
+        self.interrupted.append(signum)
+        self.tracker.cancel.set()
+        self.tracker.stop_all()
         if first:
             raise _SignalStop(signum)
 
-    in_main = threading.current_thread() is threading.main_thread()
-    if in_main:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, on_signal)
-    executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="osguard-episode")
-    futures: dict[Future, "Variant"] = {}
-    try:
-        display.start()
-        for v in todo:
-            futures[executor.submit(work, v)] = v
+    def run_all(self, todo: list["Variant"]) -> int:
+        """Run ``todo`` on ``self.workers`` threads; returns how many episodes ended.
+
+        Raises:
+            RunInterrupted: Ctrl-C or SIGTERM (every environment stopped first).
+        """
+        previous: dict[int, Any] = {}
+        in_main = threading.current_thread() is threading.main_thread()
+        if in_main:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, self.on_signal)
+        executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="osguard-episode")
+        try:
+            self.display.start()
+            return self.wait_all([executor.submit(self.work, v) for v in todo])
+        except (_SignalStop, KeyboardInterrupt) as exc:
+            self.cancel_all(executor)
+            self.tracker.stop_all()
+            self.display.stop()
+            signum = exc.signum if isinstance(exc, _SignalStop) else signal.SIGINT
+            err = RunInterrupted(
+                f"run interrupted by {signal.Signals(signum).name}; every environment was stopped; "
+                f"finished episodes are in {self.run_dir / 'results.jsonl'}; continue with --resume"
+            )
+            err.exit_code = 128 + int(signum)
+            raise err from None
+        except BaseException:
+            self.cancel_all(executor)
+            raise
+        finally:
+            executor.shutdown(wait=True)
+            self.tracker.stop_all()
+            self.display.stop()
+            if in_main:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    def wait_all(self, futures: list[Future]) -> int:
+        ran = 0
         pending = set(futures)
         while pending:
             finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
             for fut in finished:
                 res = fut.result()
                 if res is not None:
-                    summary.ran += 1
-                    display.advance(res)
-    except (_SignalStop, KeyboardInterrupt) as exc:
-        tracker.cancel.set()
-        tracker.stop_all()
-        executor.shutdown(wait=True, cancel_futures=True)
-        tracker.stop_all()
-        display.stop()
-        signum = exc.signum if isinstance(exc, _SignalStop) else signal.SIGINT
-        err = RunInterrupted(
-            f"run interrupted by {signal.Signals(signum).name}; every environment was stopped; "
-            f"finished episodes are in {run_dir / 'results.jsonl'}; continue with --resume"
-        )
-        err.exit_code = 128 + int(signum)
-        raise err from None
-    except BaseException:
-        tracker.cancel.set()
-        tracker.stop_all()
-        executor.shutdown(wait=True, cancel_futures=True)
-        raise
-    finally:
-        executor.shutdown(wait=True)
-        tracker.stop_all()
-        display.stop()
-        if in_main:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-    from osguard.runner.trajectory import read_results
+                    ran += 1
+                    self.display.advance(res)
+        return ran
 
-    summary.results = read_results(run_dir)
-    return summary
+    def cancel_all(self, executor: ThreadPoolExecutor) -> None:
+        """Stop every environment and wait for the workers (their episodes are discarded)."""
+        self.tracker.cancel.set()
+        self.tracker.stop_all()
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 class _SignalStop(BaseException):

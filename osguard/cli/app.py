@@ -7,6 +7,7 @@ import heavy modules lazily so ``osguard --help`` stays fast. User errors
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import typer
@@ -47,11 +48,33 @@ def _register_all() -> None:
 _register_all()
 
 
+def _click_exceptions() -> tuple[type[BaseException], ...]:
+    """``ClickException`` as typer raises it: typer >= 0.24 vendors click (``typer._click``),
+    whose exceptions are not ``click``'s, so both are matched."""
+    found: list[type[BaseException]] = []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        found.append(module.ClickException)
+    return tuple(found)
+
+
+def _one_line(exc: BaseException) -> str:
+    """A usage error as one line: the message, and where to read the command's help."""
+    message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        return f"{message} (see '{ctx.command_path} --help')"
+    return message
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point."""
     try:
         # with standalone_mode=False click *returns* the code of a `raise typer.Exit(n)`
-        result = app(args=argv, standalone_mode=False)
+        result = app(args=argv, prog_name="osguard", standalone_mode=False)
         if isinstance(result, int) and not isinstance(result, bool):
             return result
     except OsguardError as exc:
@@ -65,13 +88,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         return 130
-    except Exception as exc:  # click usage errors
-        import click
+    except OSError as exc:
+        # a file or folder the user named cannot be read or written (every reader should
+        # say so itself; this keeps the one it missed from ending in a traceback)
+        if exc.filename is None:
+            raise
+        from osguard._files import describe_os_error
 
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
-        raise
+        typer.echo(f"error: {describe_os_error(exc.filename, exc)}", err=True)
+        return 1
+    except _click_exceptions() as exc:  # usage errors (missing or bad arguments)
+        typer.echo(f"error: {_one_line(exc)}", err=True)
+        return exc.exit_code
     return 0
 
 

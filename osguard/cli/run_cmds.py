@@ -60,8 +60,14 @@ def run_cmd(
     import datetime as _dt
 
     from osguard.runner import run_suite
+    from osguard.runner.openai_agent import ACTION_SPACES, OBSERVATIONS
     from osguard.spec import load_suite
 
+    # checked for every agent: a mistyped flag must not pass silently with a replay agent
+    if observation not in OBSERVATIONS:
+        raise OsguardError(f"--observation {observation!r}: expected one of {', '.join(OBSERVATIONS)}")
+    if action_space not in ACTION_SPACES:
+        raise OsguardError(f"--action-space {action_space!r}: expected one of {', '.join(ACTION_SPACES)}")
     variants = load_suite([str(p) for p in paths])
     variants = list(getattr(variants, "variants", variants))
     if out is None:

@@ -370,6 +370,7 @@ def run_suite(
     agent_options = dict(agent_options or {})
     agent_options.setdefault("seed", seed)
     run_dir = Path(out_dir)
+    _check_out_dir(run_dir, resume)
     probe_agent = _check_agents(agent_spec, variants, agent_options)
     guardrail = _make_guardrail(guardrail_spec, guardrail_options)
     provider_obj = _available_provider(provider)
@@ -522,14 +523,23 @@ def _prepare_run_dir(run_dir: Path, manifest: dict[str, Any], resume: bool, prov
         manifest["created"] = old.get("created", manifest["created"])
         manifest["resumed"] = [*old.get("resumed", []), _now()]
         manifest["variants"] = {**old.get("variants", {}), **manifest["variants"]}
-    elif run_dir.exists() and not run_dir.is_dir():
-        raise OsguardError(f"{run_dir}: exists and is not a directory; choose a new --out")
-    elif run_dir.exists() and any(run_dir.iterdir()):
-        raise OsguardError(f"{run_dir}: the run directory is not empty; pass --resume to continue it or choose a new --out")
+    else:
+        _check_out_dir(run_dir, resume)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / EPISODES).mkdir(exist_ok=True)
     write_json_atomic(run_dir / MANIFEST, manifest)
     return done
+
+
+def _check_out_dir(run_dir: Path, resume: bool) -> None:
+    """Before any environment starts: ``--out`` names a new or empty folder, or (resume) a
+    run's folder."""
+    if resume:
+        _read_manifest(run_dir)
+    elif run_dir.exists() and not run_dir.is_dir():
+        raise OsguardError(f"{run_dir}: exists and is not a directory; choose a new --out")
+    elif run_dir.exists() and any(run_dir.iterdir()):
+        raise OsguardError(f"{run_dir}: the run directory is not empty; pass --resume to continue it or choose a new --out")
 
 
 def _read_manifest(run_dir: Path) -> dict[str, Any]:

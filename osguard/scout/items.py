@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from osguard._files import write_text_atomic
+from osguard._files import read_user_text, write_text_atomic
 from osguard.actions import Action
 from osguard.scout.types import LABELS, ScoutError, VerifierInput
 
@@ -147,7 +147,7 @@ def load_items(items_dir: str | Path) -> list[Item]:
     items: list[Item] = []
     problems: list[str] = []
     seen: set[str] = set()
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(read_user_text(path, ScoutError).splitlines(), start=1):
         if not line.strip():
             continue
         try:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from osguard._files import write_text_atomic
+from osguard._files import read_user_text, write_text_atomic
 from osguard.errors import ModelError
 from osguard.scout.items import SOURCE_TITLES, SOURCES, Item, to_verifier_input
 from osguard.scout.types import LABELS, ScoutError, Verifier
@@ -150,10 +150,9 @@ def load_predictions(path: str | Path, *, lenient: bool = False) -> list[Predict
         ScoutError: for a missing file, a missing header, or bad lines (all reported).
     """
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise ScoutError(f"{path}: no such predictions file") from None
+    if not path.exists() and not path.is_symlink():
+        raise ScoutError(f"{path}: no such predictions file")
+    lines = read_user_text(path, ScoutError).splitlines()
     if not lines:
         raise ScoutError(f"{path}: empty file (expected predictions written by 'osguard score --out')")
     try:

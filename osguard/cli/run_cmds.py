@@ -95,8 +95,17 @@ def run_cmd(
     )
     from osguard.report import load_run, render_markdown
 
-    typer.echo(render_markdown(load_run(summary.run_dir)))
+    run = load_run(summary.run_dir)
+    _warn(run)
+    typer.echo(render_markdown(run))
     typer.echo(f"run directory: {summary.run_dir} ({summary.ran} run, {summary.skipped} already done)")
+
+
+def _warn(*runs: object) -> None:
+    """Results lines the run folders do not back (corrupt, folder deleted): on stderr."""
+    for run in runs:
+        for problem in getattr(run, "problems", None) or []:
+            typer.echo(f"warning: {problem}", err=True)
 
 
 def report_cmd(
@@ -117,6 +126,7 @@ def report_cmd(
 
     run = load_run(run_dir)
     other = load_run(vs) if vs is not None else None
+    _warn(run, other)
     typer.echo(render_markdown(run, other))
     if html is not None:
         html.parent.mkdir(parents=True, exist_ok=True)
@@ -141,7 +151,8 @@ def view_cmd(
 
       osguard view runs/guarded && xdg-open runs/guarded/view/index.html
     """
-    from osguard.report import write_viewer
+    from osguard.report import load_run, write_viewer
 
+    _warn(load_run(run_dir))
     index = write_viewer(run_dir, out)
     typer.echo(f"viewer: {index}")

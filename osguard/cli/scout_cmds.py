@@ -62,6 +62,8 @@ def items_build_cmd(
         model = ModelProposer(proposer, base_url=base_url, api_key=api_key)
     report = build_items(list(run_dirs or []), out, standard_runs=list(standard), proposer=model,
                          per_episode=per_episode, seed=seed, interrupt_from=interrupt_from, force=force)
+    for problem in report.problems:
+        typer.echo(f"warning: {problem}", err=True)
     total = sum(report.counts.values())
     typer.echo(f"{total} items from {report.episodes} episodes -> {out}")
     for source, count in sorted(report.counts.items()):

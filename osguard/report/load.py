@@ -21,6 +21,7 @@ class Run:
     path: Path
     manifest: dict[str, Any]
     results: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # results lines not counted, and why
 
     @property
     def label(self) -> str:
@@ -72,11 +73,10 @@ def load_run(run_dir: str | Path) -> Run:
         raise ReportError(f"{path}: not a run directory (no manifest.json); expected the --out of `osguard run`")
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:  # UnicodeDecodeError is a ValueError
         raise ReportError(f"{manifest_path}: not valid JSON: {exc}") from None
-    from osguard.runner.trajectory import read_results
+    from osguard.runner.trajectory import check_results
 
-    results: dict[str, dict[str, Any]] = {}
-    for rec in read_results(path):
-        results.setdefault(rec["episode_id"], rec)
-    return Run(path=path, manifest=manifest, results=sorted(results.values(), key=lambda r: r["episode_id"]))
+    checked = check_results(path)
+    return Run(path=path, manifest=manifest, results=sorted(checked.results, key=lambda r: r["episode_id"]),
+               problems=checked.problems)

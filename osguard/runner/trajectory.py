@@ -24,6 +24,7 @@ import os
 import shutil
 import threading
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -124,33 +125,77 @@ class ResultsFile:
             append_durably(self.path, line)
 
 
-def read_results(run_dir: Path) -> list[dict[str, Any]]:
-    """The results recorded so far. A torn last line (SIGKILL mid-write) is ignored:
-    that episode simply runs again on resume."""
-    path = Path(run_dir) / RESULTS
-    if not path.exists():
-        return []
-    out: list[dict[str, Any]] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+@dataclass
+class CheckedResults:
+    """``results.jsonl`` read against the episode folders: the records that count, and one
+    line per problem found (for the commands to print as warnings)."""
+
+    results: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def check_results(run_dir: Path) -> CheckedResults:
+    """The results recorded so far, each with its episode folder (``outcome.json``).
+
+    A torn last line (SIGKILL mid-write: no final newline) is ignored silently: that
+    episode simply runs again on resume. Any other line that is not a results record, and
+    any record whose episode folder is gone, is left out *with a problem line*; ``--resume``
+    runs those episodes again. A repeated episode counts once (the first line).
+    """
+    run_dir = Path(run_dir)
+    path = run_dir / RESULTS
+    checked = CheckedResults()
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return checked
+    lines = text.split("\n")
+    torn = lines[-1]  # "" when the file ends with a newline
+    seen: set[str] = set()
+    for number, line in enumerate(lines[:-1], start=1):
         if not line.strip():
             continue
         try:
-            out.append(json.loads(line))
-        except ValueError:
+            record = json.loads(line)
+            episode_id = record["episode_id"]
+            if not isinstance(episode_id, str) or not episode_id:
+                raise TypeError("episode_id")
+        except (ValueError, KeyError, TypeError):
+            checked.problems.append(f"{path}:{number}: not a results record (corrupt line); its episode "
+                                    "is not counted (--resume runs it again)")
             continue
-    return out
+        if episode_id in seen:
+            continue
+        seen.add(episode_id)
+        if not (run_dir / EPISODES / episode_id / "outcome.json").is_file():
+            checked.problems.append(f"{path}:{number}: episode {episode_id}: {EPISODES}/{episode_id}/outcome.json "
+                                    "is missing; not counted (--resume runs it again)")
+            continue
+        checked.results.append(record)
+    if torn.strip():
+        try:
+            record = json.loads(torn)  # a whole last line whose newline was lost still counts
+        except ValueError:
+            record = None
+        if isinstance(record, dict) and isinstance(record.get("episode_id"), str) \
+                and record["episode_id"] not in seen \
+                and (run_dir / EPISODES / record["episode_id"] / "outcome.json").is_file():
+            checked.results.append(record)
+    return checked
+
+
+def read_results(run_dir: Path) -> list[dict[str, Any]]:
+    """The results that count (see ``check_results``; its problems are dropped here)."""
+    return check_results(run_dir).results
 
 
 def repair_results(run_dir: Path) -> list[dict[str, Any]]:
-    """Prepare a run directory for resume: drop a torn last line and duplicate lines,
-    remove temp folders and episode folders that have no results line. Returns the
-    surviving results."""
+    """Prepare a run directory for resume: drop a torn last line, corrupt lines, duplicate
+    lines and lines whose episode folder is gone; remove temp folders and episode folders
+    that have no results line. Returns the surviving results (the rest runs again)."""
     run_dir = Path(run_dir)
-    results = read_results(run_dir)
-    seen: dict[str, dict[str, Any]] = {}
-    for rec in results:
-        seen.setdefault(rec["episode_id"], rec)
-    kept = list(seen.values())
+    kept = read_results(run_dir)
+    seen = {rec["episode_id"] for rec in kept}
     path = run_dir / RESULTS
     if path.exists():
         write_text_atomic(path, "".join(json.dumps(r, default=str) + "\n" for r in kept))

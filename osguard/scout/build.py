@@ -89,13 +89,17 @@ def _read_json(path: Path) -> Any:
         raise ScoutError(f"{path}: not valid JSON ({exc})") from None
 
 
-def read_run(run_dir: str | Path, *, standard: bool | None = None) -> list[EpisodeView]:
+def read_run(run_dir: str | Path, *, standard: bool | None = None,
+             problems: list[str] | None = None) -> list[EpisodeView]:
     """Read every finished episode of ``run_dir``.
 
     Args:
         run_dir: a directory written by ``osguard run``.
         standard: force every episode to count as standard (``--standard``); None reads
             the flag from ``manifest.json`` / ``outcome.json``.
+        problems: receives one line per episode left out because ``results.jsonl`` and
+            the episode folders disagree (a corrupt line, a deleted folder); a folder
+            without a valid results line is left out when ``results.jsonl`` exists.
 
     Raises:
         ScoutError: when ``run_dir`` is not a run directory or a file in it is unreadable.
@@ -108,10 +112,20 @@ def read_run(run_dir: str | Path, *, standard: bool | None = None) -> list[Episo
     manifest_path = run_dir / "manifest.json"
     manifest = _read_json(manifest_path) if manifest_path.exists() else {}
     run_standard = bool(manifest.get("standard", False)) if isinstance(manifest, dict) else False
+    from osguard.runner.trajectory import RESULTS, check_results  # the run folder's format
+
+    counted: set[str] | None = None
+    if (run_dir / RESULTS).exists():
+        checked = check_results(run_dir)
+        counted = {r["episode_id"] for r in checked.results}
+        if problems is not None:
+            problems.extend(checked.problems)
     episodes: list[EpisodeView] = []
     for folder in sorted(episodes_dir.iterdir()):
         if not folder.is_dir() or folder.name.startswith(".") or not (folder / "outcome.json").exists():
             continue  # temp folders of unfinished episodes
+        if counted is not None and folder.name not in counted:
+            continue  # its results line is corrupt (reported above) or was never written
         outcome = _read_json(folder / "outcome.json")
         steps: list[StepView] = []
         steps_path = folder / "steps.jsonl"
@@ -167,6 +181,7 @@ class BuildReport:
     labels: dict[str, dict[str, int]] = field(default_factory=dict)
     skipped: list[dict[str, str]] = field(default_factory=list)
     episodes: int = 0
+    problems: list[str] = field(default_factory=list)  # episodes of the runs not counted, and why
 
     def to_json(self) -> dict[str, Any]:
         return {"items_dir": str(self.items_dir), "episodes": self.episodes, "counts": self.counts,
@@ -246,13 +261,14 @@ def build_items(
     if (out / ITEMS_FILE).exists() and not force:
         raise ScoutError(f"{out / ITEMS_FILE} already exists (use --force to replace it)")
     episodes: list[EpisodeView] = []
+    problems: list[str] = []
     for run in run_dirs:
-        episodes += read_run(run)
+        episodes += read_run(run, problems=problems)
     for run in standard_runs:
-        episodes += read_run(run, standard=True)
+        episodes += read_run(run, standard=True, problems=problems)
     (out / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
     builder = _Builder(out)
-    report = BuildReport(items_dir=out, episodes=len(episodes))
+    report = BuildReport(items_dir=out, episodes=len(episodes), problems=problems)
 
     def skip(episode: EpisodeView, reason: str) -> None:
         report.skipped.append({"episode": f"{episode.run_dir}/{episode.episode_id}", "reason": reason})

@@ -145,11 +145,13 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print the recor
       osguard env list
       osguard env list --json
     """
+    from osguard.providers import _state
+
     records = _records()
     rows = []
     for record in records:
         alive = _attach(record).is_alive(timeout=1)
-        rows.append({**record, "alive": alive})
+        rows.append({**record, "alive": alive, "owner_alive": _state.owner_alive(record.get("owner"))})
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -227,32 +229,55 @@ def screenshot_cmd(
 def down_cmd(
     env_id: str = typer.Argument(None, metavar="[ID]", help="Environment id (default: the most recent)."),
     all_: bool = typer.Option(False, "--all", help="Stop every recorded environment and clean up strays."),
+    force: bool = typer.Option(False, "--force", help="Also stop environments whose owning process "
+                               "(another `osguard run`, a script) is still running."),
 ) -> None:
     """Stop an environment (or all of them) and remove its files.
+
+    An environment whose owner (the process that started it, e.g. a running `osguard run`)
+    is still alive is kept unless --force: two runs of the same user share the state folder.
 
     Examples:
       osguard env down                    # the most recent
       osguard env down local-1a2b3c4d
-      osguard env down --all
+      osguard env down --all              # keeps those of runs still going
+      osguard env down --all --force
     """
     if all_ and env_id:
         raise OsguardError("env down: give an ID or --all, not both")
     if all_:
-        records = _records()
-        for record in records:
-            _teardown(record)
-            typer.echo(f"stopped {record['id']}")
-        from osguard.providers.local import clean_strays
-
-        for stray in clean_strays():
-            typer.echo(f"cleaned stray {stray}")
-        from osguard.providers.docker import DockerProvider
-
-        for name in DockerProvider.cleanup_all(own_state_only=True):  # [] without an engine
-            typer.echo(f"cleaned stray container {name}")
-        if not records:
-            typer.echo("no running environments")
+        _down_all(force)
         return
     record = _pick(env_id)
+    if not force and _owned_elsewhere(record):
+        raise OsguardError(f"environment {record['id']} belongs to process {record['owner']['pid']}, which is "
+                           "still running; pass --force to stop it anyway")
     _teardown(record)
     typer.echo(f"stopped {record['id']}")
+
+
+def _owned_elsewhere(record: dict[str, Any]) -> bool:
+    from osguard.providers import _state
+
+    return _state.owner_alive(record.get("owner"))
+
+
+def _down_all(force: bool) -> None:
+    records = _records()
+    for record in records:
+        if not force and _owned_elsewhere(record):
+            typer.echo(f"kept {record['id']}: its owner, process {record['owner']['pid']}, is still running "
+                       "(--force stops it anyway)")
+            continue
+        _teardown(record)
+        typer.echo(f"stopped {record['id']}")
+    from osguard.providers.local import clean_strays
+
+    for stray in clean_strays(force=force):
+        typer.echo(f"cleaned stray {stray}")
+    from osguard.providers.docker import DockerProvider
+
+    for name in DockerProvider.cleanup_all(own_state_only=True, force=force):  # [] without an engine
+        typer.echo(f"cleaned stray container {name}")
+    if not records:
+        typer.echo("no running environments")

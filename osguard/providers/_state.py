@@ -7,8 +7,12 @@ A record is written when an environment starts and removed when it ends, so
 ``osguard env list`` shows what is running and ``osguard env down --all`` can find strays.
 
 Record keys: ``id``, ``provider``, ``endpoint``, ``created`` (epoch seconds),
-``capabilities`` (``Capabilities.to_json()``), ``info_extra``, and provider-specific keys
+``capabilities`` (``Capabilities.to_json()``), ``info_extra``, ``owner`` (``{"pid",
+"start"}``: the process that started it, see ``owner_alive``), and provider-specific keys
 (local: ``supervisor_pid``, ``cgroups``, ``env_dir``).
+
+Two runs of the same user share the state folder, so ``env down --all`` keeps every
+environment whose owner still runs (``--force`` stops them too).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ def write_record(record: dict[str, Any]) -> Path:
     """Write (atomically) the record of a started environment."""
     folder = state_dir()
     folder.mkdir(parents=True, exist_ok=True)
+    record = {"owner": owner(), **record}
     path = record_path(record["id"])
     staging = path.with_suffix(f".tmp{os.getpid()}")
     staging.write_text(json.dumps(record, indent=2, sort_keys=True))
@@ -81,3 +86,35 @@ def pid_alive(pid: int) -> bool:
         return stat.rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def process_start(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot, /proc/PID/stat field 22), or None when
+    there is no such process. With the pid it names one process for good: a pid is reused,
+    a (pid, start time) pair is not."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def owner() -> dict[str, Any]:
+    """The calling process as an environment's owner: ``{"pid", "start"}``."""
+    pid = os.getpid()
+    return {"pid": pid, "start": process_start(pid)}
+
+
+def owner_alive(owner: Any) -> bool:
+    """True when the owner recorded as ``{"pid", "start"}`` still runs: the pid is alive
+    (not a zombie) *and* started at the recorded time, so a reused pid does not count.
+    The calling process itself never counts (it may stop its own environments), nor does
+    a missing or malformed owner (records written before owners were kept)."""
+    if not isinstance(owner, dict):
+        return False
+    pid, start = owner.get("pid"), owner.get("start")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == os.getpid():
+        return False
+    if not isinstance(start, int) or not pid_alive(pid):
+        return False
+    return process_start(pid) == start

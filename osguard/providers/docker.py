@@ -229,7 +229,9 @@ class DockerProvider:
         name = f"osguard-{uuid.uuid4().hex[:12]}"
         labels = {LABEL: "1", "osguard.provider": "docker", "osguard.env": name, "osguard.port": str(port),
                   # which state folder recorded it: `env down --all` cleans only its own strays
-                  "osguard.state": str(_state.state_dir().resolve())}
+                  "osguard.state": str(_state.state_dir().resolve()),
+                  # env down --all keeps it while this process runs (pid + start time)
+                  "osguard.owner": json.dumps(_state.owner())}
         created: list[str] = []
 
         def stop() -> None:
@@ -369,7 +371,7 @@ class DockerProvider:
         return image.id
 
     @staticmethod
-    def cleanup_all(own_state_only: bool = False) -> list[str]:
+    def cleanup_all(own_state_only: bool = False, force: bool = True) -> list[str]:
         """Remove every container labelled ``osguard=1`` (running or not); returns the
         environment names removed. Empty when no engine answers (nothing can be left then).
 
@@ -377,6 +379,8 @@ class DockerProvider:
             own_state_only: only containers started under this process's state folder
                 (``$OSGUARD_STATE_DIR``), so cleaning one set of environments never stops
                 another user's or another run's.
+            force: also containers whose owner process (label ``osguard.owner``) still
+                runs; False keeps them (``env down --all`` without ``--force``).
         """
         try:
             from osguard.images.build import engine_client
@@ -392,6 +396,8 @@ class DockerProvider:
         containers.sort(key=lambda c: c.labels.get("osguard.role") != "port")
         removed: list[str] = []
         for container in containers:
+            if not force and _owner_alive(container.labels.get("osguard.owner")):
+                continue
             _remove_all(client, [container.id])
             env_name = container.labels.get("osguard.env", container.name)
             port = container.labels.get("osguard.port")
@@ -404,6 +410,14 @@ class DockerProvider:
 
 
 # --------------------------------------------------------------------------- helpers
+
+def _owner_alive(label: str | None) -> bool:
+    try:
+        owner = json.loads(label) if label else None
+    except ValueError:
+        return False
+    return _state.owner_alive(owner)
+
 
 def _image_name(image: Any) -> str:
     # Prefer a content-addressed or committed tag over the moving ``:base``/``:full`` alias.

@@ -200,6 +200,7 @@ class LocalProvider:
             "record_path": str(_state.record_path(env_id)),
             "keep_home": self.keep_home,
             "host_uid": sandbox_uid,
+            "owner": _state.owner(),  # env down --all keeps it while this process runs
             # Without a pids cgroup, RLIMIT_NPROC still stops a fork bomb (approximately).
             "nproc_fallback": None if "pids" in cgroups.paths else _sandbox.nproc_fallback(
                 sandbox_uid, self.limits.pids),
@@ -375,12 +376,13 @@ def _tail(path: Path, lines: int = 15) -> str:
     return ("\nlast lines of " + str(path) + ":\n" + "\n".join(text)) if text else ""
 
 
-def clean_strays() -> list[str]:
+def clean_strays(force: bool = False) -> list[str]:
     """End environments of this state folder that have no record, and remove leftovers.
 
     Covers supervisors whose record was deleted, and folders (and their cgroups) of
     environments whose supervisor died without cleaning up. Environments recorded in
-    another state folder are left alone.
+    another state folder are left alone, and so is an environment still starting (no
+    record yet) whose owner process runs, unless ``force``.
 
     Returns:
         The ids cleaned.
@@ -388,6 +390,7 @@ def clean_strays() -> list[str]:
     state = _state.state_dir().resolve()
     recorded = {record["id"] for record in _state.read_records()}
     cleaned: list[str] = []
+    kept: set[str] = set()  # still starting under a live owner
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -401,11 +404,13 @@ def clean_strays() -> list[str]:
         if config_path.parent.parent.resolve() != _sandbox.data_root(state).resolve() \
                 or config_path.parent.name in recorded:
             continue
-        _kill_supervisor(int(entry.name), None)
         try:
             config = json.loads(config_path.read_text())
         except (OSError, ValueError):
             config = {"id": config_path.parent.name, "env_dir": str(config_path.parent)}
+        if not force and _state.owner_alive(config.get("owner")):
+            continue
+        _kill_supervisor(int(entry.name), None)
         _cleanup(config)
         cleaned.append(config_path.parent.name)
     data = _sandbox.data_root(state) if state.is_dir() else state
@@ -419,10 +424,13 @@ def clean_strays() -> list[str]:
             except (OSError, ValueError):
                 config = {"id": folder.name, "env_dir": str(folder),
                           "record_path": str(_state.record_path(folder.name))}
+            if not force and _state.owner_alive(config.get("owner")):
+                kept.add(folder.name)
+                continue
             _cleanup(config)
             if folder.name not in cleaned:
                 cleaned.append(folder.name)
         for log in state.glob("local-*.log"):
-            if log.stem not in recorded:
+            if log.stem not in recorded and log.stem not in kept:
                 log.unlink(missing_ok=True)
     return cleaned

@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 IMAGE_REPOSITORY = "osguard/desktop"
 DEBIAN_BASE_IMAGE = "osguard/debian-base:bookworm"
 DEBIAN_SUITE = "bookworm"
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # Python packages installed into the image with pip (Debian does not package them).
 # They are built as wheels on the host with the host's pip (so the host's index and
 # certificate settings apply) and installed offline inside with --no-deps: PyAutoGUI
@@ -255,16 +254,26 @@ def find_image(flavor: str, client: "docker.DockerClient | None" = None) -> str 
 def debian_mirror(etc: Path = Path("/etc")) -> str:
     """The Debian mirror apt on this machine uses (``OSGUARD_DEBIAN_MIRROR`` overrides it).
 
+    There is no built-in fallback: osguard names no package host of its own.
+
     Args:
         etc: where apt's configuration lives (tests point it elsewhere).
+
+    Raises:
+        ImageBuildError: neither the variable nor apt's sources name a Debian
+            ``bookworm`` (or ``stable``) mirror.
     """
-    override = os.environ.get("OSGUARD_DEBIAN_MIRROR")
+    override = os.environ.get("OSGUARD_DEBIAN_MIRROR", "").strip()
     if override:
         return override
     for uri, suites in _apt_sources(etc):
         if any(s in (DEBIAN_SUITE, "stable") for s in suites) and "security" not in uri:
             return uri
-    return DEFAULT_MIRROR
+    raise ImageBuildError(
+        f"no Debian mirror to bootstrap from: OSGUARD_DEBIAN_MIRROR is not set and apt's sources "
+        f"({etc / 'apt/sources.list'}, {etc / 'apt/sources.list.d'}/*.list and *.sources) name no "
+        f"'{DEBIAN_SUITE}' or 'stable' suite; set OSGUARD_DEBIAN_MIRROR to the URL of a Debian mirror"
+    )
 
 
 def _security_mirror(etc: Path = Path("/etc")) -> str | None:

@@ -238,14 +238,14 @@ def test_cloud_file_gold_comes_from_the_suite_tasks_folder(env, tmp_path) -> Non
     env.run_bash("printf 'This is a test.\\n' > ~/Desktop/doc.txt")
     config = {"func": "compare_text_file",
               "result": {"type": "vm_file", "path": "/home/user/Desktop/doc.txt", "dest": "doc.txt"},
-              "expected": {"type": "cloud_file", "path": "https://huggingface.co/x/gold.txt", "dest": "gold.txt"}}
+              "expected": {"type": "cloud_file", "path": "https://files.example.org/x/gold.txt", "dest": "gold.txt"}}
     v = dataclasses.replace(variant(config), source_path=str(suite / "variants" / "scope_escape" / "v.yaml"),
                             base=Base("0ed39f63-6049-43d4-ba4d-5fa2fe04a951", "vs_code", "replace"))
     assert check_success(v, env) == (True, "compare_text_file: 1")
     (gold_dir / "gold.txt").unlink()
     ok, detail = check_success(v, env)
     assert ok is None
-    assert detail == (f"cloud_file: no offline copy of https://huggingface.co/x/gold.txt (looked for 'gold.txt' in: "
+    assert detail == (f"cloud_file: no offline copy of https://files.example.org/x/gold.txt (looked for 'gold.txt' in: "
                       f"{gold_dir / 'gold.txt'}, {suite / 'tasks' / 'gold' / 'gold.txt'}); osguard never downloads: "
                       "put the file there")
 

@@ -101,6 +101,8 @@ def test_unknown_flavour_suggests_the_nearest():
 
 
 def test_mirror_is_read_from_apt_sources(tmp_path, monkeypatch):
+    """Regression: with no apt source the build fell back to a hard-coded public mirror;
+    osguard must name no package host, so it now says what to set instead."""
     monkeypatch.delenv("OSGUARD_DEBIAN_MIRROR", raising=False)
     (tmp_path / "apt/sources.list.d").mkdir(parents=True)
     (tmp_path / "apt/sources.list").write_text("# nothing here\n")
@@ -115,8 +117,13 @@ def test_mirror_is_read_from_apt_sources(tmp_path, monkeypatch):
     (tmp_path / "apt/sources.list.d/debian.sources").unlink()
     (tmp_path / "apt/sources.list").write_text("deb [arch=amd64] http://old.example.org/debian bookworm main\n")
     assert debian_mirror(tmp_path) == "http://old.example.org/debian"
-    (tmp_path / "apt/sources.list").write_text("")
-    assert debian_mirror(tmp_path) == "http://deb.debian.org/debian"
+    (tmp_path / "apt/sources.list").write_text("deb http://old.example.org/ubuntu jammy main\n")
+    with pytest.raises(image_build.ImageBuildError) as err:
+        debian_mirror(tmp_path)
+    assert str(err.value) == (
+        f"no Debian mirror to bootstrap from: OSGUARD_DEBIAN_MIRROR is not set and apt's sources "
+        f"({tmp_path / 'apt/sources.list'}, {tmp_path / 'apt/sources.list.d'}/*.list and *.sources) name no "
+        "'bookworm' or 'stable' suite; set OSGUARD_DEBIAN_MIRROR to the URL of a Debian mirror")
     monkeypatch.setenv("OSGUARD_DEBIAN_MIRROR", "http://override.example.org/debian")
     assert debian_mirror(tmp_path) == "http://override.example.org/debian"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up osguard on a fresh Debian/Ubuntu machine: system packages (as root or with sudo),
-# then a virtualenv in .venv with osguard installed. `--dev` adds the test dependencies
+# then a virtualenv in .venv with osguard installed at the versions pinned in constraints.txt. `--dev` adds the test dependencies
 # (and desktop-env without its heavy dependencies: the tests drive osguard environments with
 # OSWorld's own PythonController and SetupController).
 # Idempotent: re-running only installs what is missing.
@@ -39,8 +39,12 @@ fi
 target="."
 if [ "$dev" = 1 ]; then target=".[dev]"; fi
 log=$(mktemp -t osguard-pip.XXXXXX)
-if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e "$target" \
-      && { [ "$dev" = 0 ] || .venv/bin/python -m pip install -q --no-deps desktop-env==1.0.2; }; } >"$log" 2>&1; then
+# Exact versions from constraints.txt (scripts/lock.sh), so every install is the one CI tested;
+# scripts/test-latest.sh tries the newest releases in a separate venv.
+pins=(-c constraints.txt)
+if ! { .venv/bin/python -m pip install -q "${pins[@]}" --upgrade pip \
+      && .venv/bin/python -m pip install -q "${pins[@]}" -e "$target" \
+      && { [ "$dev" = 0 ] || .venv/bin/python -m pip install -q "${pins[@]}" --no-deps desktop-env; }; } >"$log" 2>&1; then
   tail -n 40 "$log" >&2
   echo "osguard: pip install failed (full log: $log)" >&2
   exit 1

@@ -11,18 +11,26 @@ small JSON API:
   sees.
 - ``POST /api/label`` ``{item_id, label, annotator}``: appended to
   ``annotations.jsonl`` with fsync *before* the reply, so a label the page shows as saved
-  survives a crash.
+  survives a crash. Writes need the header ``X-Osguard-Token`` carrying the session token
+  the page was served with (a fresh secret per server), and an ``Origin``, when sent, of
+  this server; otherwise 403. Any page the annotator visits could post to 127.0.0.1, so
+  neither is optional.
 - ``GET /api/agreement``: Cohen's and Fleiss' κ, invariant-vs-human agreement.
 - ``GET /images/<file>``: screenshots from ``ITEMS_DIR/images`` only.
+
+Every request must name this server in ``Host`` (``127.0.0.1:PORT`` or
+``localhost:PORT``), so a DNS-rebinding page cannot read or write through another name.
 
 Several annotators can share one server (``?annotator=NAME`` in the URL) or run their own.
 """
 
 from __future__ import annotations
 
+import hmac
 import html
 import json
 import re
+import secrets
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -34,6 +42,7 @@ from osguard.scout.annotations import AnnotationLog, agreement_report, render_ag
 from osguard.scout.items import IMAGES_DIR, Item, load_items
 from osguard.scout.types import LABELS, ScoutError
 
+_MAX_BODY = 1 << 20  # a label is a few hundred bytes
 _IMAGE_NAME = re.compile(r"^[A-Za-z0-9._-]+\.(png|jpg|jpeg)$")
 
 
@@ -50,10 +59,14 @@ def annotator_view(item: Item) -> dict[str, Any]:
             "candidate_index": item.candidate_index, "hint": hint}
 
 
-def page_html(annotator: str) -> str:
-    """The annotation page with the default annotator name filled in."""
+TOKEN_HEADER = "X-Osguard-Token"
+
+
+def page_html(annotator: str, token: str = "") -> str:
+    """The annotation page with the default annotator name and the session token filled in."""
     template = resources.files("osguard.scout").joinpath("annotate_page.html").read_text(encoding="utf-8")
-    return template.replace("{{ANNOTATOR}}", html.escape(annotator, quote=True))
+    return (template.replace("{{ANNOTATOR}}", html.escape(annotator, quote=True))
+            .replace("{{TOKEN}}", html.escape(token, quote=True)))
 
 
 class AnnotationServer:
@@ -73,6 +86,7 @@ class AnnotationServer:
         self.by_id = {item.id: item for item in self.items}
         self.annotator = annotator.strip()
         self.log = AnnotationLog(self.items_dir)
+        self.token = secrets.token_urlsafe(32)  # this session's write token (in the page)
         self._requested_port = port
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -139,6 +153,28 @@ class AnnotationServer:
         done = sum(1 for by in self.log.latest().values() if annotator in by)
         return {"saved": True, "record": record, "done": done, "total": len(self.items)}
 
+    def allowed_hosts(self) -> set[str]:
+        """The ``Host`` values (and, with ``http://``, the origins) that name this server."""
+        assert self._httpd is not None
+        port = self._httpd.server_address[1]
+        return {f"127.0.0.1:{port}", f"localhost:{port}"}
+
+    def refusal(self, headers: Any, write: bool) -> str | None:
+        """Why a request must be refused (403), or None. Every request must name this
+        server in ``Host``; a write must also come from this server's page (``Origin``,
+        when the browser sends it) and carry the session token."""
+        hosts = self.allowed_hosts()
+        if headers.get("Host") not in hosts:
+            return f"unexpected Host {headers.get('Host')!r}: open the page at {self.url}"
+        if not write:
+            return None
+        origin = headers.get("Origin")
+        if origin is not None and origin not in {f"http://{h}" for h in hosts}:
+            return f"cross-origin write from {origin!r} refused"
+        if not hmac.compare_digest(headers.get(TOKEN_HEADER, ""), self.token):
+            return f"missing or wrong {TOKEN_HEADER}: reload the page"
+        return None
+
     def agreement_payload(self) -> dict[str, Any]:
         report = agreement_report(self.items, self.log.latest())
         return {"report": report, "text": render_agreement(report)}
@@ -164,11 +200,15 @@ def _handler(server: AnnotationServer) -> type[BaseHTTPRequestHandler]:
             self._send(status, json.dumps(payload, ensure_ascii=False).encode(), "application/json; charset=utf-8")
 
         def do_GET(self) -> None:  # noqa: N802
+            refused = server.refusal(self.headers, write=False)
+            if refused:
+                self._json(403, {"error": refused})
+                return
             url = urlparse(self.path)
             query = parse_qs(url.query)
             annotator = (query.get("annotator") or [server.annotator])[0].strip() or server.annotator
             if url.path in ("/", "/index.html"):
-                self._send(200, page_html(annotator).encode(), "text/html; charset=utf-8")
+                self._send(200, page_html(annotator, server.token).encode(), "text/html; charset=utf-8")
             elif url.path == "/api/items":
                 self._json(200, server.items_payload(annotator))
             elif url.path == "/api/agreement":
@@ -186,8 +226,15 @@ def _handler(server: AnnotationServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:  # noqa: N802
             url = urlparse(self.path)
-            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                length = max(0, min(int(self.headers.get("Content-Length") or 0), _MAX_BODY))
+            except ValueError:
+                length = 0
             body = self.rfile.read(length) if length else b""
+            refused = server.refusal(self.headers, write=True)
+            if refused:
+                self._json(403, {"error": refused})
+                return
             if url.path != "/api/label":
                 self._json(404, {"error": f"no route {url.path}"})
                 return

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 import pytest
 
 from osguard.scout import ScoutError
-from osguard.scout.annotate import AnnotationServer
+from osguard.scout.annotate import TOKEN_HEADER, AnnotationServer
 from osguard.scout.annotations import (
     AnnotationLog,
     agreement_report,
@@ -100,12 +101,56 @@ def test_api_serves_allowlisted_view_and_saves_durably(runs, tmp_path):
         image = httpx.get(server.url + first["screenshot"].lstrip("/"))
         assert image.status_code == 200 and image.content[:4] == b"\x89PNG"
         assert httpx.get(server.url + "images/..%2Fitems.jsonl").status_code == 404
-        saved = httpx.post(server.url + "api/label", json={"item_id": first["id"], "label": "unsafe"}).json()
+        token = _token(page.text)
+        saved = httpx.post(server.url + "api/label", json={"item_id": first["id"], "label": "unsafe"},
+                           headers={TOKEN_HEADER: token}).json()
         assert saved["saved"] and saved["done"] == 1 and saved["record"]["annotator"] == "alice"
         assert AnnotationLog(out).latest() == {first["id"]: {"alice": "unsafe"}}
-        bad = httpx.post(server.url + "api/label", json={"item_id": "nope", "label": "unsafe"})
+        bad = httpx.post(server.url + "api/label", json={"item_id": "nope", "label": "unsafe"},
+                         headers={TOKEN_HEADER: token})
         assert (bad.status_code, bad.json()) == (400, {"error": "unknown item 'nope'"})
         bob = httpx.get(server.url + "api/items?annotator=bob").json()
         assert bob["given"] == {}
         agreement = httpx.get(server.url + "api/agreement").json()
         assert agreement["report"]["annotators"] == ["alice"]
+
+
+def _token(page: str) -> str:
+    match = re.search(r'<meta name="osguard-token" content="([^"]+)">', page)
+    assert match, "the page carries the session token"
+    return match.group(1)
+
+
+def test_writes_need_this_pages_origin_and_token(runs, tmp_path):
+    """Regression: any web page the annotator visited could POST gold labels to the
+    annotation server (no Origin check, no token). Real HTTP requests on loopback."""
+    out = tmp_path / "items"
+    build_items([runs["variants"]], out)
+    item_id = load_items(out)[0].id
+    body = {"item_id": item_id, "label": "unsafe"}
+    with AnnotationServer(out, "alice") as server:
+        port = server.url.rsplit(":", 1)[1].rstrip("/")
+        token = _token(httpx.get(server.url).text)
+        assert token == server.token and len(token) >= 40
+        # a page on another origin, even one that somehow knew the token
+        evil = httpx.post(server.url + "api/label", json=body,
+                          headers={"Origin": "http://attacker.example", TOKEN_HEADER: token})
+        assert (evil.status_code, evil.json()) == (
+            403, {"error": "cross-origin write from 'http://attacker.example' refused"})
+        # a form post or a fetch without the token (no-cors cannot set headers)
+        for headers in ({}, {"Origin": f"http://127.0.0.1:{port}"}, {TOKEN_HEADER: "guess"}):
+            refused = httpx.post(server.url + "api/label", json=body, headers=headers)
+            assert (refused.status_code, refused.json()) == (
+                403, {"error": "missing or wrong X-Osguard-Token: reload the page"})
+        # DNS rebinding: another name for 127.0.0.1 reaches the socket but not the API
+        for path in ("", "api/items"):
+            rebound = httpx.get(server.url + path, headers={"Host": f"attacker.example:{port}"})
+            assert (rebound.status_code, rebound.json()) == (
+                403, {"error": f"unexpected Host 'attacker.example:{port}': open the page at {server.url}"})
+        assert AnnotationLog(out).latest() == {}
+        ok = httpx.post(f"http://localhost:{port}/api/label", json=body,
+                        headers={"Origin": f"http://localhost:{port}", TOKEN_HEADER: token})
+        assert ok.status_code == 200 and ok.json()["saved"]
+        assert AnnotationLog(out).latest() == {item_id: {"alice": "unsafe"}}
+    with AnnotationServer(out, "alice") as again:
+        assert again.token != token  # a fresh secret per session

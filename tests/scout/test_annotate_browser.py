@@ -87,3 +87,40 @@ def test_label_items_with_keys_search_tree_and_agreement(runs, tmp_path, browser
         # both items carry the invariant hint "allowed"; humans said unsafe and (tie) unrelated
         assert [items[0].label, items[1].label] == ["allowed", "allowed"]
         assert "Invariant-derived vs human labels: 0/2 agree (0%)" in text
+
+
+def test_keys_pressed_during_a_save_label_the_next_items(runs, tmp_path, browser):
+    """Regression: keys pressed before a save returned all labelled the item on screen, and
+    each late reply then advanced once more, so items were skipped. The page now runs
+    saves and moves one at a time, in order. Saves are held in the browser (Playwright's
+    request routing) until all keys are pressed; the server is the real one."""
+    import time
+
+    out = tmp_path / "items"
+    build_items([runs["variants"]], out)
+    items = load_items(out)
+    assert len(items) >= 4
+    held: list = []
+    with AnnotationServer(out, "alice") as server:
+        page = browser.new_page()
+        page.route("**/api/label", lambda route: held.append(route))
+        page.goto(server.url)
+        page.wait_for_selector("#progress[data-done='0']")
+        page.click("#instruction")
+        for key in ("3", "a", "u"):
+            page.keyboard.press(key)
+        page.wait_for_function("document.body.dataset.queued === '3'")
+        assert len(held) == 1  # one save in flight; the other keys wait for it
+        for done, (item, label) in enumerate(zip(items, ("unsafe", "allowed", "unrelated")), start=1):
+            deadline = time.monotonic() + 30
+            while not held:  # the next save leaves the page once the previous one returned
+                assert time.monotonic() < deadline, "the queued save was never sent"
+                page.wait_for_timeout(20)
+            assert len(held) == 1
+            held.pop(0).continue_()
+            page.wait_for_selector(f"#progress[data-done='{done}']")
+        page.wait_for_function("document.body.dataset.queued === '0'")
+        assert AnnotationLog(out).latest() == {items[0].id: {"alice": "unsafe"},
+                                               items[1].id: {"alice": "allowed"},
+                                               items[2].id: {"alice": "unrelated"}}
+        assert page.get_attribute("body", "data-item-id") == items[3].id  # no item skipped

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from osguard.spec.model import Variant
 
 RunSteps = Callable[[list[dict[str, Any]]], Any]
+ProbeState = Callable[[Any, Any], "State"]  # (Environment, ProbeRequest) -> State
 
 
 def _is_fail(last_action: Any) -> bool:
@@ -147,7 +148,8 @@ def evaluate_osworld(config: dict[str, Any], env: "Environment", *, last_action:
 
 def check_success(variant: "Variant", env: "Environment", *, final: "State | None" = None,
                   baseline: "State | None" = None, run_steps: RunSteps | None = None,
-                  last_action: Any = None, postconfig_done: bool = False) -> tuple[bool | None, str]:
+                  last_action: Any = None, postconfig_done: bool = False,
+                  probe_state: ProbeState | None = None) -> tuple[bool | None, str]:
     """Decide the variant's original task success.
 
     Args:
@@ -158,13 +160,16 @@ def check_success(variant: "Variant", env: "Environment", *, final: "State | Non
         run_steps: runs OSWorld postconfig steps in ``env``.
         last_action: the episode's last action (``FAIL`` matters).
         postconfig_done: the postconfig steps already ran (``osguard.builder.finish_episode``).
+        probe_state: ``probe_state(env, request) -> State`` (the builder's probe) for an
+            osguard-kind check given no ``final``; injected so that evaluators never
+            import the builder.
 
     Returns:
         (True/False, detail), or (None, reason) when it could not be decided.
     """
     spec = variant.success
     if spec.kind:
-        return _check_kind_success(variant, env, final, baseline, last_action)
+        return _check_kind_success(variant, env, final, baseline, last_action, probe_state)
     if not spec.osworld:
         return None, "the variant has no success check"
     if spec.osworld.get("func") == "config_value":
@@ -198,7 +203,8 @@ def check_config_value(config: dict[str, Any], env: "Environment", *,
 
 
 def _check_kind_success(variant: "Variant", env: "Environment", final: "State | None",
-                        baseline: "State | None", last_action: Any) -> tuple[bool | None, str]:
+                        baseline: "State | None", last_action: Any,
+                        probe_state: ProbeState | None) -> tuple[bool | None, str]:
     from osguard.errors import UnknownNameError
     from osguard.invariants import check_invariant, get_kind
     from osguard.spec.model import InvariantSpec
@@ -211,10 +217,10 @@ def _check_kind_success(variant: "Variant", env: "Environment", final: "State | 
     if _is_fail(last_action):
         return False, "the agent answered FAIL on a feasible task"
     if final is None:
-        from osguard.builder.probe import probe
-
+        if probe_state is None:
+            return None, "the success check needs the final state: pass final= or probe_state="
         try:
-            final = probe(env, kind.probe_request(dict(spec.params)))
+            final = probe_state(env, kind.probe_request(dict(spec.params)))
         except OsguardError as exc:
             return None, f"could not probe for the success check: {exc}"
     inv = InvariantSpec(id="success", kind=kind.name, family=variant.family, params=dict(spec.params))

@@ -9,7 +9,8 @@ An agent is looked up by a spec string:
   for every variant) or a mapping ``{variant_id: [actions]}``;
 - ``openai:MODEL`` — a computer-use agent on any OpenAI-compatible endpoint
   (see ``osguard.runner.openai_agent``);
-- ``python:package.module:factory`` — a plug-in; ``factory(variant, **options)`` returns an
+- ``python:package.module:factory`` or ``python:NAME`` (an ``osguard.agents`` entry
+  point) — a plug-in (``osguard._plugins``); ``factory(variant, **options)`` returns an
   object following the ``Agent`` protocol.
 
 A replay agent cannot revise: when the guardrail blocks its proposal it proposes the same
@@ -18,68 +19,22 @@ action again, so a blocked reference ends as ``retry_termination`` once the budg
 
 from __future__ import annotations
 
-import importlib
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable
 
 from osguard._registry import did_you_mean
 from osguard.actions import Action
 from osguard.errors import OsguardError, UnknownNameError
+# the types live apart so that agent implementations (openai_agent, plug-ins) import
+# them without importing this registry, which imports them back lazily: no cycle
+from osguard.runner.agent_types import Agent, AgentError, Observation, Proposal
+
+__all__ = ["Agent", "AgentError", "Observation", "Proposal", "ReplayAgent", "agent_kinds", "check_agent_spec",
+           "get_agent", "register_agent"]
 
 if TYPE_CHECKING:
     from osguard.spec.model import Variant
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What the agent sees before proposing (the current state).
-
-    Attributes:
-        screenshot: PNG bytes, when the environment has a GUI.
-        accessibility_tree: the AT-SPI XML tree, when available.
-        shell_output: output of the last executed action (shell action space), else None.
-        step: index of the next executed step (0-based).
-    """
-
-    screenshot: bytes | None = None
-    accessibility_tree: str | None = None
-    shell_output: str | None = None
-    step: int = 0
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """One proposed action with the agent's raw output and token usage."""
-
-    action: Action
-    raw_output: str = ""
-    usage: dict[str, int] = field(default_factory=dict)
-
-
-@runtime_checkable
-class Agent(Protocol):
-    """The executor of an episode. One instance per episode; not shared across threads."""
-
-    name: str
-
-    def reset(self, instruction: str, variant: "Variant") -> None:
-        """Start a new episode with the variant's (unchanged) instruction."""
-        ...
-
-    def propose(self, observation: Observation, feedback: str | None = None) -> Proposal:
-        """Propose the next action from ``observation``.
-
-        ``feedback`` is None for a first proposal at a state, and the guardrail's feedback
-        when the previous proposal at the same state was blocked.
-        """
-        ...
-
-
-class AgentError(OsguardError):
-    """Raised by an agent when it cannot propose (endpoint failure, unusable output);
-    the runner records the episode as ``agent_error`` with this message."""
 
 
 class ReplayAgent:
@@ -180,25 +135,12 @@ def _openai_factory(arg: str, variant: "Variant", **options: Any) -> Agent:
 
 
 def _python_factory(arg: str, variant: "Variant", **options: Any) -> Agent:
-    module_name, _, attr = arg.partition(":")
-    if not module_name or not attr:
-        raise OsguardError(f"agent 'python:{arg}': expected python:package.module:factory")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise OsguardError(f"agent 'python:{arg}': cannot import {module_name!r}: {exc}") from None
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise OsguardError(f"agent 'python:{arg}': {module_name} has no callable {attr!r}")
-    try:
-        agent = factory(variant, **options)
-    except TypeError as exc:
-        raise OsguardError(f"agent 'python:{arg}': the factory must accept (variant, **options): {exc}") from None
+    from osguard._plugins import call_factory, load_factory, wrong_type
+
+    factory = load_factory("agent", arg, OsguardError)
+    agent = call_factory("agent", arg, factory, OsguardError, "(variant, **options)", variant, **options)
     if not isinstance(agent, Agent):
-        raise OsguardError(
-            f"agent 'python:{arg}': the factory returned {type(agent).__name__}, "
-            "which lacks name/reset/propose (the Agent protocol)"
-        )
+        raise OsguardError(wrong_type(f"agent 'python:{arg}'", agent, "name/reset/propose (the Agent protocol)"))
     return agent
 
 

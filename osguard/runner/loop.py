@@ -43,7 +43,7 @@ from osguard.actions import Action
 from osguard.errors import EnvironmentError_, ModelError, OsguardError
 from osguard.outcomes import Outcome
 from osguard.runner import _deps
-from osguard.runner.agents import Agent, AgentError, Observation
+from osguard.runner.agent_types import Agent, AgentError, Observation
 from osguard.runner.trajectory import EpisodeWriter
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from osguard.actions import SPECIALS, Action
-from osguard.runner.agents import AgentError, Observation, Proposal
+from osguard.runner.agent_types import AgentError, Observation, Proposal
 
 if TYPE_CHECKING:
     from osguard.spec.model import Variant

@@ -687,12 +687,12 @@ class _FailedAgent:
         self._message = message
 
     def reset(self, instruction: str, variant: Any) -> None:
-        from osguard.runner.agents import AgentError
+        from osguard.runner.agent_types import AgentError
 
         raise AgentError(self._message)
 
     def propose(self, observation: Any, feedback: str | None = None) -> Any:  # pragma: no cover
-        from osguard.runner.agents import AgentError
+        from osguard.runner.agent_types import AgentError
 
         raise AgentError(self._message)
 

@@ -11,8 +11,8 @@ may contain colons):
 - ``scout:llm`` / ``scout:llm:MODEL``: the prompted multimodal guardrail on any
   OpenAI-compatible endpoint;
 - ``deaction`` / ``deaction:MODEL``: the DeAction-style two-stage baseline;
-- ``python:pkg.module:factory``: a plug-in; ``factory(arg=None, **options)`` returns a
-  ``Verifier``.
+- ``python:pkg.module:factory`` or ``python:NAME`` (an ``osguard.verifiers`` entry
+  point): a plug-in (``osguard._plugins``); ``factory(**options)`` returns a ``Verifier``.
 
 ``get_verifier(spec, **options)`` passes ``options`` (``model``, ``base_url``,
 ``api_key``, ``timeout_s``, ``max_retries``...) to the factory.
@@ -117,25 +117,20 @@ def get_verifier(spec: str, **options: Any) -> Verifier:
     entry, arg = _split(spec.strip())
     verifier = _load_factory(entry)(arg, **options)
     if not isinstance(verifier, Verifier):
-        raise ScoutError(f"verifier '{spec}': the factory returned {type(verifier).__name__}, "
-                         "which has no 'name' and 'judge(item)'")
+        from osguard._plugins import wrong_type
+
+        raise ScoutError(wrong_type(f"verifier '{spec}'", verifier, "name/judge (the Verifier protocol)"))
     return verifier
 
 
 def _python_factory(arg: str | None, **options: Any) -> Verifier:
-    """``python:pkg.module:factory`` — import a third-party verifier factory."""
+    """``python:pkg.module:factory`` or ``python:NAME`` (an ``osguard.verifiers`` entry
+    point): a third-party verifier factory, loaded by ``osguard._plugins``."""
+    from osguard._plugins import call_factory, load_factory
+
     assert arg is not None
-    module_name, sep, attr = arg.rpartition(":")
-    if not sep or not module_name or not attr:
-        raise ScoutError(f"verifier 'python:{arg}': expected python:pkg.module:factory")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ScoutError(f"verifier 'python:{arg}': cannot import module '{module_name}': {exc}") from None
-    factory = getattr(module, attr, None)
-    if factory is None or not callable(factory):
-        raise ScoutError(f"verifier 'python:{arg}': module '{module_name}' has no callable '{attr}'")
-    return factory(**options)
+    factory = load_factory("verifier", arg, ScoutError)
+    return call_factory("verifier", arg, factory, ScoutError, "(**options)", **options)
 
 
 register_verifier("allow-all", "osguard.scout.verifiers.basic:allow_all_factory",

@@ -72,7 +72,7 @@ def test_python_plugin(tmp_path, monkeypatch):
         with pytest.raises(ScoutError) as info:
             get_verifier("python:my_guard:broken")
         assert str(info.value) == ("verifier 'python:my_guard:broken': the factory returned int, "
-                                   "which has no 'name' and 'judge(item)'")
+                                   "which lacks name/judge (the Verifier protocol)")
         with pytest.raises(ScoutError) as info:
             get_verifier("python:my_guard:nope")
         assert str(info.value) == "verifier 'python:my_guard:nope': module 'my_guard' has no callable 'nope'"
@@ -82,7 +82,8 @@ def test_python_plugin(tmp_path, monkeypatch):
                                    "'no_such_mod_xyz': No module named 'no_such_mod_xyz'")
         with pytest.raises(ScoutError) as info:
             get_verifier("python:justmodule")
-        assert str(info.value) == "verifier 'python:justmodule': expected python:pkg.module:factory"
+        assert str(info.value).startswith("verifier 'python:justmodule': expected python:package.module:factory "
+                                          "or python:NAME of an installed 'osguard.verifiers' entry point")
     finally:
         sys.modules.pop("my_guard", None)
 

@@ -24,25 +24,35 @@ OSGUARD = [sys.executable, "-m", "osguard"]
 OWNER = """
 import sys
 from osguard.providers import get_provider
-env = get_provider("local", gui=False).start(timeout=120)
+provider = get_provider("local", gui=False) if sys.argv[1] == "local" else get_provider(sys.argv[1])
+env = provider.start(timeout=120)
 print(env.info.id, flush=True)
 sys.stdin.read()  # until the test closes stdin or kills us
 env.stop()
 """
 
 
-@pytest.fixture()
-def environ(local_provider, tmp_path: Path):
-    environ = dict(os.environ, OSGUARD_STATE_DIR=str(tmp_path / "envs"))
+@pytest.fixture(params=["local", "docker"])
+def environ(request: pytest.FixtureRequest, tmp_path: Path):
+    """A private state folder shared by the owners and the CLI, for one provider."""
+    from _support import available_provider, docker_skip_reason
+
+    if request.param == "docker":
+        reason = docker_skip_reason()
+        if reason:
+            pytest.skip(reason)
+    else:
+        available_provider("local")
+    environ = dict(os.environ, OSGUARD_STATE_DIR=str(tmp_path / "envs"), OWNER_PROVIDER=request.param)
     yield environ
     subprocess.run([*OSGUARD, "env", "down", "--all", "--force"], env=environ, capture_output=True, timeout=120)
 
 
 def _owner(environ: dict[str, str]) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-c", OWNER], env=environ, stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", OWNER, environ["OWNER_PROVIDER"]], env=environ, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
     env_id = proc.stdout.readline().strip()
-    assert env_id.startswith("local-"), env_id
+    assert env_id.startswith(("local-", "osguard-")), env_id
     return proc, env_id
 
 
@@ -85,7 +95,7 @@ def test_down_all_keeps_environments_of_live_owners(environ: dict[str, str]) -> 
         assert _answers(environ, second_id)
 
         forced = _cli(environ, "env", "down", "--all", "--force")
-        assert (forced.returncode, forced.stdout) == (0, f"stopped {second_id}\n")
+        assert (forced.returncode, forced.stdout.splitlines()[0]) == (0, f"stopped {second_id}")
         assert _cli(environ, "env", "list").stdout == "no running environments\n"
     finally:
         for proc in (first, second):

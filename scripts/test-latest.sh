@@ -15,6 +15,6 @@ python3 -m venv --clear "$venv"
 "$venv/bin/python" -m pip install -q --upgrade --upgrade-strategy eager -e ".[dev]"
 "$venv/bin/python" -m pip install -q --upgrade --no-deps desktop-env
 echo "test-latest: newest releases differing from constraints.txt:"
-"$venv/bin/python" -m pip freeze --exclude-editable --disable-pip-version-check \
-  | LC_ALL=C sort -f | comm -23 - <(grep '==' constraints.txt | LC_ALL=C sort -f) | sed 's/^/  /' || true
+"$venv/bin/python" -m pip freeze --exclude-editable --disable-pip-version-check | LC_ALL=C sort \
+  | LC_ALL=C comm -23 - <(grep '==' constraints.txt | LC_ALL=C sort) | sed 's/^/  /' || true
 exec "$venv/bin/python" -m pytest -q "$@"

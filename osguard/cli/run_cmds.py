@@ -18,9 +18,25 @@ def register(app: typer.Typer) -> None:
     app.command("view")(view_cmd)
 
 
+def _agent_options(pairs: list[str]) -> dict:
+    """``--agent-option KEY=VALUE`` pairs; a VALUE that parses as JSON is taken as JSON."""
+    import json
+
+    options: dict = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise OsguardError(f"--agent-option {pair!r}: expected KEY=VALUE with KEY a name, e.g. tools=computer,bash")
+        try:
+            options[key.strip()] = json.loads(value)
+        except ValueError:
+            options[key.strip()] = value
+    return options
+
+
 def run_cmd(
     paths: list[Path] = typer.Argument(..., help="Variant YAML files, directories or suite files."),
-    agent: str = typer.Option(..., "--agent", help="replay:safe | replay:unsafe | replay:noop | replay:FILE | openai:MODEL | python:pkg.mod:factory"),
+    agent: str = typer.Option(..., "--agent", help="replay:safe | replay:unsafe | replay:noop | replay:FILE | openai:MODEL | openai-tools:MODEL | openai-cua:MODEL | anthropic:MODEL | python:pkg.mod:factory (docs/agents.md)"),
     guardrail: Optional[str] = typer.Option(None, "--guardrail", help="A verifier spec (allow-all, scripted:FILE, rules, scout:llm:MODEL...); none: unguarded."),
     max_steps: int = typer.Option(15, "--max-steps", help="Executed steps per episode."),
     workers: int = typer.Option(1, "--workers", help="Episodes at once, each in its own environment."),
@@ -28,10 +44,12 @@ def run_cmd(
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out; finished episodes are kept."),
     provider: str = typer.Option("local", "--provider", help="Environment provider: local, docker, osworld."),
     retry_budget: int = typer.Option(2, "--retry-budget", help="Revisions allowed after a block at one state (paper: 2)."),
-    observation: str = typer.Option("screenshot", "--observation", help="openai agents: screenshot | a11y | both | shell."),
-    action_space: str = typer.Option("pyautogui", "--action-space", help="openai agents: pyautogui | shell."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)."),
-    api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (default $OPENAI_API_KEY)."),
+    observation: str = typer.Option("screenshot", "--observation", help="openai agents: screenshot | a11y | both | som | shell."),
+    action_space: str = typer.Option("pyautogui", "--action-space", help="openai agents: pyautogui | shell | computer_13 | uitars | qwen25vl (openai-tools: pyautogui | shell)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="The model's endpoint (default $OPENAI_BASE_URL; anthropic: $ANTHROPIC_BASE_URL)."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (default $OPENAI_API_KEY; anthropic: $ANTHROPIC_API_KEY)."),
+    history_images: Optional[int] = typer.Option(None, "--history-images", help="Model agents: screenshots of earlier turns sent back to the model (default: openai 3 turns, openai-tools and anthropic 3)."),
+    agent_option: list[str] = typer.Option([], "--agent-option", help="KEY=VALUE passed to the agent (repeatable; VALUE read as JSON when it parses), e.g. tools=computer,bash or coordinates=relative."),
     temperature: float = typer.Option(0.0, "--temperature", help="openai agents: sampling temperature."),
     seed: int = typer.Option(0, "--seed", help="Seed passed to agents, recorded in the manifest."),
     guardrail_base_url: Optional[str] = typer.Option(None, "--guardrail-base-url", help="Endpoint of an LLM guardrail (default: the verifier's own default)."),
@@ -56,11 +74,13 @@ def run_cmd(
       osguard run variants/ --agent replay:safe --out runs/safe --resume
 
       osguard run variants/ --agent openai:gpt-4o --standard --out runs/standard
+
+      osguard run variants/ --agent anthropic:claude-sonnet-4-5 --guardrail rules --out runs/claude
     """
     import datetime as _dt
 
     from osguard.runner import run_suite
-    from osguard.runner.openai_agent import ACTION_SPACES, OBSERVATIONS
+    from osguard.runner.agents.chat import ACTION_SPACES, OBSERVATIONS
     from osguard.spec import load_suite
 
     # checked for every agent: a mistyped flag must not pass silently with a replay agent
@@ -81,6 +101,11 @@ def run_cmd(
         agent_options["base_url"] = base_url
     if api_key:
         agent_options["api_key"] = api_key
+    if history_images is not None:
+        if history_images < 0:
+            raise OsguardError(f"--history-images {history_images}: expected an integer >= 0")
+        agent_options["history_images"] = history_images
+    agent_options.update(_agent_options(agent_option))
     guardrail_options: dict = {}
     if guardrail_base_url:
         guardrail_options["base_url"] = guardrail_base_url

@@ -9,7 +9,7 @@ registry that builds them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from osguard.actions import Action
 from osguard.errors import OsguardError
@@ -37,11 +37,21 @@ class Observation:
 
 @dataclass(frozen=True)
 class Proposal:
-    """One proposed action with the agent's raw output and token usage."""
+    """One proposed action with the agent's raw output and token usage.
+
+    Attributes:
+        action: the candidate action (what the guardrail judges and the environment runs).
+        raw_output: what the model said with it (text, the call as JSON).
+        usage: tokens of the model requests made for this proposal (``prompt_tokens``,
+            ``completion_tokens``); empty when it came from an earlier answer.
+        native: the agent's own unit behind the action (a Claude ``tool_use`` block, a
+            ``computer_call``, a tool call), recorded with the proposal; None for code.
+    """
 
     action: Action
     raw_output: str = ""
     usage: dict[str, int] = field(default_factory=dict)
+    native: dict[str, Any] | None = None
 
 
 @runtime_checkable

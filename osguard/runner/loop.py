@@ -320,6 +320,7 @@ class _Episode:
             "attempt": attempt, "action": action.to_json(), "raw_output": proposal.raw_output,
             "usage": dict(proposal.usage), "agent_latency_s": round(time.monotonic() - t0, 4),
             "feedback_in": feedback,
+            **({"native": proposal.native} if getattr(proposal, "native", None) is not None else {}),
             "in_safe_reference": (action.kind, action.code) in self.safe_reference,
             "verdict": None,
         }

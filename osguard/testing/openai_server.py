@@ -14,9 +14,14 @@ scriptable:
 - a record of every request received (``requests``), and the peak number of requests
   served at once (``max_in_flight``).
 
-A reply that is a ``str`` becomes the assistant message content; a ``dict`` is sent as
-the whole response body, unchanged (to test odd shapes). Usage tokens are a
-deterministic estimate (about four characters per token).
+A reply that is a ``str`` becomes the assistant message content; a ``ToolReply`` becomes
+``tool_calls``; a ``dict`` is sent as the whole response body, unchanged (to test odd
+shapes). Usage tokens are computed from the request as received (``osguard.testing.
+tokens``: text at four characters per token, each image by its pixel size).
+
+Like the real API, a request whose assistant ``tool_calls`` are not each answered by a
+``tool`` message is refused (HTTP 400), so an agent that loses a call's result fails here
+as it would against a real endpoint.
 
 Example:
     >>> with OpenAIServer(responder=lambda req: '{"label": "allowed"}') as server:
@@ -54,7 +59,30 @@ class Malformed:
     content_type: str = "application/json"
 
 
-Reply = Union[str, dict, Fault, Malformed]
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call a scripted model makes: ``name`` (``computer`` is the computer-use
+    tool) and its arguments."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolReply:
+    """A scripted model turn with tool calls (and optional text), wrapped in each API's
+    shape by the server that sends it (tool_calls, tool_use blocks, computer_call items)."""
+
+    calls: tuple[ToolCall, ...] = ()
+    text: str = ""
+
+    @classmethod
+    def of(cls, *calls: tuple[str, dict[str, Any]], text: str = "") -> "ToolReply":
+        """``ToolReply.of(("computer", {...}), ("bash", {...}), text="...")``."""
+        return cls(tuple(ToolCall(name, dict(args)) for name, args in calls), text)
+
+
+Reply = Union[str, dict, Fault, Malformed, ToolReply]
 Responder = Callable[[dict[str, Any]], Reply]
 
 
@@ -88,7 +116,7 @@ def estimate_tokens(text: str) -> int:
 
 
 class OpenAIServer:
-    """A scriptable OpenAI-compatible server on 127.0.0.1 (context manager, thread-safe).
+    """A scriptable OpenAI-compatible chat-completions server on 127.0.0.1 (context manager, thread-safe).
 
     Args:
         replies: initial reply queue (see the module docstring for reply shapes).
@@ -127,6 +155,38 @@ class OpenAIServer:
         self._ids = itertools.count(1)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+
+    # -- the API this server speaks (overridden by the other APIs' servers) ---------------
+    route = "/v1/chat/completions"
+
+    def _check(self, payload: Any) -> str | None:
+        """None when the request body is acceptable, else the HTTP 400 message."""
+        if not isinstance(payload, dict) or not isinstance(payload.get("messages"), list):
+            return "the body must be a JSON object with 'messages'"
+        if payload.get("stream"):
+            return "streaming is not supported by this test server"
+        messages = payload["messages"]
+        for i, message in enumerate(messages):
+            ids = [c.get("id") for c in (message.get("tool_calls") or []) if isinstance(c, dict)]
+            if message.get("role") != "assistant" or not ids:
+                continue
+            answered = set()
+            for follower in messages[i + 1:]:
+                if follower.get("role") != "tool":
+                    break
+                answered.add(follower.get("tool_call_id"))
+            missing = [x for x in ids if x not in answered]
+            if missing:
+                return ("An assistant message with 'tool_calls' must be followed by tool messages responding to "
+                        f"each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+                        f"{', '.join(map(str, missing))}")
+        return None
+
+    def _authorized(self, headers: dict[str, str]) -> bool:
+        return self.api_key is None or headers.get("authorization") == f"Bearer {self.api_key}"
+
+    def _answer(self, request_json: dict[str, Any], reply: "str | ToolReply") -> dict[str, Any]:
+        return self._completion(request_json, reply)
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> "OpenAIServer":
@@ -250,10 +310,19 @@ class OpenAIServer:
             return default
         return Fault(500, "osguard test server: no scripted reply left")
 
-    def _completion(self, request_json: dict[str, Any], content: str) -> dict[str, Any]:
-        prompt_text = json.dumps(request_json.get("messages", []), ensure_ascii=False)
-        prompt_tokens = estimate_tokens(prompt_text)
-        completion_tokens = estimate_tokens(content)
+    def _completion(self, request_json: dict[str, Any], content: "str | ToolReply") -> dict[str, Any]:
+        from osguard.testing.tokens import openai_request_tokens
+
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if isinstance(content, ToolReply):
+            calls = [{"id": f"call_osguard_{next(self._ids)}", "type": "function",
+                      "function": {"name": c.name, "arguments": json.dumps(c.arguments)}} for c in content.calls]
+            message = {"role": "assistant", "content": content.text or None, "tool_calls": calls}
+            said = content.text + json.dumps(calls)
+        else:
+            said = content
+        prompt_tokens = openai_request_tokens(request_json)
+        completion_tokens = estimate_tokens(said)
         return {
             "id": f"chatcmpl-osguard-{next(self._ids)}",
             "object": "chat.completion",
@@ -261,13 +330,18 @@ class OpenAIServer:
             "model": str(request_json.get("model", self.models[0] if self.models else "test-model")),
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
+                "message": message,
+                "finish_reason": "tool_calls" if isinstance(content, ToolReply) else "stop",
                 "logprobs": None,
             }],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the requests to this server's API route, in arrival order."""
+        return [r.json for r in self.requests if r.path.rstrip("/") == self.route]
 
 
 def _error_body(message: str, status: int) -> dict[str, Any]:
@@ -311,9 +385,7 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             return request
 
         def _authorized(self, request: RecordedRequest) -> bool:
-            if server.api_key is None:
-                return True
-            if request.headers.get("authorization") == f"Bearer {server.api_key}":
+            if server._authorized(request.headers):
                 return True
             self._send_json(401, _error_body("invalid api key", 401))
             return False
@@ -333,15 +405,13 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             request = self._read_and_record()
             if not self._authorized(request):
                 return
-            if self.path.rstrip("/") != "/v1/chat/completions":
+            if self.path.rstrip("/") != server.route:
                 self._send_json(404, _error_body(f"no route POST {self.path}", 404))
                 return
             payload = request.json
-            if not isinstance(payload, dict) or not isinstance(payload.get("messages"), list):
-                self._send_json(400, _error_body("the body must be a JSON object with 'messages'", 400))
-                return
-            if payload.get("stream"):
-                self._send_json(400, _error_body("streaming is not supported by this test server", 400))
+            problem = server._check(payload)
+            if problem is not None:
+                self._send_json(400, _error_body(problem, 400))
                 return
             server._enter()
             try:
@@ -360,7 +430,8 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 elif isinstance(reply, dict):
                     self._send_json(200, reply)
                 else:
-                    self._send_json(200, server._completion(payload, str(reply)))
+                    self._send_json(200, server._answer(payload, reply if isinstance(reply, ToolReply)
+                                                        else str(reply)))
             finally:
                 server._leave()
 

@@ -10,7 +10,7 @@ import pytest
 from osguard.actions import Action
 from osguard.errors import OsguardError, UnknownNameError
 from osguard.runner import AgentError, Observation, get_agent
-from osguard.runner.openai_agent import parse_action
+from osguard.runner.agents.parsers import parse
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 16
 
@@ -64,8 +64,8 @@ def test_replay_file_errors(variant, tmp_path):
 def test_unknown_agent_kind_suggests(variant):
     with pytest.raises(UnknownNameError) as exc:
         get_agent("replai:safe", variant)
-    assert str(exc.value) == ("unknown agent 'replai:safe': expected one of openai:..., python:..., replay:...; "
-                              "did you mean 'replay'?")
+    assert str(exc.value) == ("unknown agent 'replai:safe': expected one of anthropic:..., openai:..., "
+                              "openai-cua:..., openai-tools:..., python:..., replay:...; did you mean 'replay'?")
 
 
 @pytest.mark.parametrize("text,space,expected", [
@@ -74,10 +74,9 @@ def test_unknown_agent_kind_suggests(variant):
     ("All done.\n```DONE```", "pyautogui", Action("special", "DONE")),
     ("```\nWAIT\n```", "shell", Action("special", "WAIT")),
     ("FAIL", "shell", Action("special", "FAIL")),
-    ("I would click the button.", "pyautogui", None),
 ])
 def test_parse_action(text, space, expected):
-    assert parse_action(text, space) == expected
+    assert parse(text, space) == [expected]
 
 
 def test_openai_agent_prompt_feedback_and_usage(variant, model_server):
@@ -120,7 +119,8 @@ def test_openai_agent_without_code_block_twice(variant, model_server):
     agent.reset(variant.base.instruction, variant)
     with pytest.raises(AgentError) as exc:
         agent.propose(Observation(accessibility_tree="<x/>"))
-    assert str(exc.value) == "openai:test-model: the model answered twice without a code block or special code"
+    assert str(exc.value) == ("openai:test-model: the model answered twice without a code block or special code "
+                              "(last: no code block and no special code (WAIT, DONE, FAIL) in the answer)")
     assert len(model_server.chat_requests) == 2
 
 
@@ -131,7 +131,7 @@ def test_openai_agent_needs_endpoint(variant, monkeypatch):
     assert str(exc.value) == "agent openai:gpt-x: no endpoint; set OPENAI_BASE_URL or pass --base-url"
     with pytest.raises(OsguardError) as exc:
         get_agent("openai:gpt-x", variant, base_url="http://127.0.0.1:9/v1", observation="video")
-    assert str(exc.value) == "--observation 'video': expected one of screenshot, a11y, both, shell"
+    assert str(exc.value) == "--observation 'video': expected one of screenshot, a11y, both, som, shell"
 
 
 class _EchoAgent:

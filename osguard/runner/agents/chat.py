@@ -195,7 +195,7 @@ class OpenAIAgent:
         history: int = 3,
         history_images: int | None = None,
         coordinates: str = "image",
-        max_pixels: int = 14 * 14 * 4 * 1280,
+        max_pixels: int = 16384 * 28 * 28,
         timeout: float = 120.0,
         max_retries: int = 2,
         a11y_max_chars: int = 20000,

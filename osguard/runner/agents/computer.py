@@ -89,10 +89,10 @@ def fit_within(width: int, height: int, max_long: int, max_pixels: int) -> tuple
 
 
 def smart_resize(width: int, height: int, factor: int = 28, min_pixels: int = 56 * 56,
-                 max_pixels: int = 14 * 14 * 4 * 1280) -> tuple[int, int]:
+                 max_pixels: int = 16384 * 28 * 28) -> tuple[int, int]:
     """The image size a Qwen2-VL-family processor feeds the model (``smart_resize`` of
-    Qwen2.5-VL / UI-TARS): both sides multiples of ``factor``, pixels within bounds. Those
-    models answer in coordinates of this size."""
+    Qwen2.5-VL / UI-TARS): both sides multiples of ``factor``, pixels within bounds (the
+    defaults are ``qwen_vl_utils``'s). Those models answer in coordinates of this size."""
     h_bar = max(factor, round(height / factor) * factor)
     w_bar = max(factor, round(width / factor) * factor)
     if h_bar * w_bar > max_pixels:

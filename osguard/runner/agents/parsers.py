@@ -190,7 +190,8 @@ def parse_computer_13(text: str, context: ParseContext) -> list[Action]:
     if stripped in SPECIALS:
         return [Action("special", stripped)]
     blocks = _blocks(text)
-    bodies = [body for _lang, body in blocks] or [stripped]
+    # ```DONE``` has the code on the language line
+    bodies = [body or lang for lang, body in blocks] or [stripped]
     actions: list[Action] = []
     for i, body in enumerate(bodies):
         if body in SPECIALS:

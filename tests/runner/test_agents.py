@@ -175,3 +175,80 @@ def test_python_plugin_factory_signature(variant):
         get_agent(f"python:{__name__}:make_rigid", variant, seed=0)
     assert str(exc.value) == (f"agent 'python:{__name__}:make_rigid': the factory must accept (variant, **options): "
                               "make_rigid() got an unexpected keyword argument 'seed'")
+
+
+def _png(width: int = 64, height: int = 36) -> bytes:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (30, 60, 90)).save(out, format="PNG")
+    return out.getvalue()
+
+
+def test_chat_history_says_omitted_only_where_an_image_was_dropped(variant, model_server):
+    """Regression: with the shell observation the chat agent wrote "(screenshot omitted)"
+    into its history whenever the environment had a display, though no screenshot was ever
+    sent to the model. It must say so only where an image it sent was dropped."""
+    model_server.push("```bash\nls\n```", "```bash\npwd\n```")
+    agent = get_agent("openai:test-model", variant, base_url=model_server.base_url, observation="shell",
+                      action_space="shell")
+    agent.reset(variant.base.instruction, variant)
+    gui_state = Observation(screenshot=_png(), shell_output="a\nb")
+    agent.propose(gui_state)
+    agent.propose(gui_state)
+    second = model_server.chat_requests[1]
+    assert "(screenshot omitted)" not in json.dumps(second)
+    assert "image_url" not in json.dumps(second)
+
+
+def test_chat_history_keeps_the_last_screenshots(variant, model_server):
+    """The last ``history_images`` earlier turns go back with their screenshots."""
+    model_server.push(*["```python\npyautogui.moveTo(1, 1)\n```"] * 3)
+    agent = get_agent("openai:test-model", variant, base_url=model_server.base_url, history=3, history_images=1)
+    agent.reset(variant.base.instruction, variant)
+    for _ in range(3):
+        agent.propose(Observation(screenshot=_png()))
+    messages = model_server.chat_requests[2]["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+    old, recent, now = messages[1]["content"], messages[3]["content"], messages[5]["content"]
+    assert [p["type"] for p in old] == ["text"] and old[0]["text"].endswith("\n(screenshot omitted)")
+    assert [p["type"] for p in recent] == ["text", "image_url"] and "omitted" not in recent[0]["text"]
+    assert [p["type"] for p in now] == ["text", "image_url"]
+
+
+def test_chat_code_then_done_runs_the_code_first(variant, model_server):
+    """"code plus DONE": the code is proposed, then DONE without asking the model again;
+    a block voids the rest of that answer."""
+    model_server.push("```bash\nmv a b\n```\n```DONE```", "```bash\nmv c d\n```\n```DONE```", "```DONE```")
+    agent = get_agent("openai:test-model", variant, base_url=model_server.base_url, observation="shell",
+                      action_space="shell")
+    agent.reset(variant.base.instruction, variant)
+    assert agent.propose(Observation()).action == Action("shell", "mv a b")
+    assert agent.propose(Observation()).action == Action("special", "DONE")
+    agent.reset(variant.base.instruction, variant)
+    assert agent.propose(Observation()).action == Action("shell", "mv c d")
+    assert agent.propose(Observation(), feedback="no").action == Action("special", "DONE")
+    assert len(model_server.chat_requests) == 3
+
+
+def test_model_agents_need_keys_and_known_options(variant, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(OsguardError) as exc:
+        get_agent("anthropic:claude-x", variant)
+    assert str(exc.value) == "agent anthropic:claude-x: no API key; set ANTHROPIC_API_KEY or pass --api-key"
+    with pytest.raises(OsguardError) as exc:
+        get_agent("anthropic:claude-x", variant, api_key="k", tools="computer,browser")
+    assert str(exc.value) == ("agent anthropic:claude-x: tools 'computer,browser': expected a comma-separated "
+                              "subset of computer, bash, text_editor")
+    with pytest.raises(OsguardError) as exc:
+        get_agent("openai-cua:cua", variant)
+    assert str(exc.value) == "agent openai-cua:cua: no API key; set OPENAI_API_KEY or pass --api-key"
+    with pytest.raises(OsguardError) as exc:
+        get_agent("openai-tools:m", variant, base_url="http://127.0.0.1:9/v1", action_space="uitars")
+    assert str(exc.value) == "agent openai-tools:m: --action-space 'uitars': expected pyautogui or shell"
+    with pytest.raises(OsguardError) as exc:
+        get_agent("anthropic:", variant)
+    assert str(exc.value) == "agent 'anthropic:': expected a model name, e.g. anthropic:claude-sonnet-4-5"

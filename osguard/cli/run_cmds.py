@@ -48,7 +48,7 @@ def run_cmd(
     action_space: str = typer.Option("pyautogui", "--action-space", help="openai agents: pyautogui | shell | computer_13 | uitars | qwen25vl (openai-tools: pyautogui | shell)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="The model's endpoint (default $OPENAI_BASE_URL; anthropic: $ANTHROPIC_BASE_URL)."),
     api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (default $OPENAI_API_KEY; anthropic: $ANTHROPIC_API_KEY)."),
-    history_images: Optional[int] = typer.Option(None, "--history-images", help="Model agents: screenshots of earlier turns sent back to the model (default: openai 3 turns, openai-tools and anthropic 3)."),
+    history_images: Optional[int] = typer.Option(None, "--history-images", help="Model agents: screenshots of earlier turns sent back to the model (default 3; openai-cua keeps its conversation on the server)."),
     agent_option: list[str] = typer.Option([], "--agent-option", help="KEY=VALUE passed to the agent (repeatable; VALUE read as JSON when it parses), e.g. tools=computer,bash or coordinates=relative."),
     temperature: float = typer.Option(0.0, "--temperature", help="openai agents: sampling temperature."),
     seed: int = typer.Option(0, "--seed", help="Seed passed to agents, recorded in the manifest."),

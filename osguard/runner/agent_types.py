@@ -2,7 +2,7 @@
 protocol and ``AgentError``.
 
 They live apart from the registry (``osguard.runner.agents``) so that agent implementations
-(``osguard.runner.openai_agent``, plug-ins) depend on these types only, never on the
+(the dialect modules of ``osguard.runner.agents``, plug-ins) depend on these types only, never on the
 registry that builds them.
 """
 

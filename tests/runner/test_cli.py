@@ -48,3 +48,35 @@ def test_cli_openai_agent_with_llm_guardrail(tmp_path):
     assert manifest["command_line"][manifest["command_line"].index("--api-key") + 1] == "***"
     assert "- unsafe completions" not in proc.stdout  # no --vs: no transitions
     assert "- proposals judged: 2; blocked: 1 (unsafe 1)" in proc.stdout
+
+
+def test_cli_anthropic_agent_with_agent_options(tmp_path):
+    """`--agent anthropic:MODEL` with --base-url, --api-key, --history-images and
+    --agent-option reaches the Messages API as asked."""
+    from osguard.testing import AnthropicServer, ToolReply
+
+    with AnthropicServer([ToolReply.of(("bash", {"command": "ls ~/Desktop"})), "Done."], api_key="sk-1") as server:
+        out = tmp_path / "run"
+        proc = subprocess.run(
+            [sys.executable, "-m", "osguard", "run", str(SUITE), "--agent", "anthropic:claude-test",
+             "--base-url", server.base_url, "--api-key", "sk-1", "--history-images", "1",
+             "--agent-option", "tools=bash", "--agent-option", "max_tokens=512",
+             "--max-steps", "3", "--out", str(out), "--no-progress"],
+            capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
+        assert proc.returncode == 0, proc.stderr
+        first = server.bodies[0]
+    assert first["tools"] == [{"type": "bash_20250124", "name": "bash"}] and first["max_tokens"] == 512
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["agent_settings"]["history_images"] == 1 and "sk-1" not in json.dumps(manifest)
+    rec = json.loads((out / "results.jsonl").read_text())
+    assert (rec["outcome"], rec["steps"]) == ("task_failure", 1)
+
+
+def test_cli_bad_agent_option(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "osguard", "run", str(SUITE), "--agent", "replay:safe", "--agent-option", "tools",
+         "--out", str(tmp_path / "r"), "--no-progress"],
+        capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
+    assert proc.returncode == 2  # a bad flag is a usage error
+    assert proc.stderr.strip() == ("error: --agent-option 'tools': expected KEY=VALUE with KEY a name, "
+                                   "e.g. tools=computer,bash")

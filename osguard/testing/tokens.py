@@ -59,24 +59,27 @@ def _split(value: Any, images: list[tuple[int, int]]) -> Any:
     return value
 
 
-def request_tokens(body: Any, image_tokens: Any) -> int:
-    """Prompt tokens of a request body: its text plus ``image_tokens(w, h)`` per image."""
+def request_tokens(parts: list[Any], image_tokens: Any) -> int:
+    """Prompt tokens of a request's ``parts`` (each counted as its JSON text without the
+    images) plus ``image_tokens(w, h)`` per image."""
     images: list[tuple[int, int]] = []
-    text = json.dumps(_split(body, images), ensure_ascii=False)
-    return estimate_tokens(text) + sum(image_tokens(w, h) for w, h in images)
+    text = sum(estimate_tokens(json.dumps(_split(part, images), ensure_ascii=False)) for part in parts)
+    return text + sum(image_tokens(w, h) for w, h in images)
 
 
 def openai_request_tokens(body: Any) -> int:
-    """Prompt tokens of a chat-completions or Responses request (its messages/input and tools)."""
+    """Prompt tokens of a chat-completions or Responses request (its messages or input,
+    and its tools); without images or tools, exactly ``estimate_tokens`` of the messages'
+    JSON, as the chat server always counted."""
     if not isinstance(body, dict):
         return estimate_tokens(str(body))
-    counted = {k: body[k] for k in ("messages", "input", "tools", "instructions") if k in body}
-    return request_tokens(counted, openai_image_tokens)
+    parts = [body[k] for k in ("instructions", "messages", "input", "tools") if k in body]
+    return request_tokens(parts, openai_image_tokens)
 
 
 def anthropic_request_tokens(body: Any) -> int:
     """Prompt tokens of a Messages request (system, messages, tools)."""
     if not isinstance(body, dict):
         return estimate_tokens(str(body))
-    counted = {k: body[k] for k in ("system", "messages", "tools") if k in body}
-    return request_tokens(counted, anthropic_image_tokens)
+    parts = [body[k] for k in ("system", "messages", "tools") if k in body]
+    return request_tokens(parts, anthropic_image_tokens)

@@ -9,8 +9,6 @@ import base64
 import json
 from pathlib import Path
 
-import pytest
-
 from osguard.runner import run_suite
 from osguard.testing import AnthropicServer, ResponsesServer, ToolReply
 from osguard.testing.tokens import png_size_b64

@@ -21,7 +21,6 @@ at most 1568 pixels and 1.15 megapixels.
 from __future__ import annotations
 
 import base64
-import json
 import os
 import shlex
 from typing import Any
@@ -238,8 +237,11 @@ class AnthropicAgent(ToolLoopAgent):
                     content.append(image)
             return {**result, "content": content, **({"is_error": True} if call.note.startswith("Error") else {})}
         content = []
+        output = (observation.shell_output or "")[-OUTPUT_LIMIT:]
         if call.action.kind == "shell" or call.input.get("action") == "cursor_position":
-            content.append({"type": "text", "text": (observation.shell_output or "")[-OUTPUT_LIMIT:] or "(no output)"})
+            content.append({"type": "text", "text": output or "(no output)"})
+        elif output.strip():  # a computer action that printed something (a failing pyautogui call)
+            content.append({"type": "text", "text": output})
         if call.name == "computer":
             image = self._image(observation)
             if image is not None:
@@ -317,7 +319,3 @@ def editor_command(args: dict[str, Any]) -> str:
         text = args.get("new_str", args.get("text", ""))
         return f"python3 -c {shlex.quote(script)} {q} {int(args.get('insert_line', 0))} {shlex.quote(str(text))}"
     raise AgentError(f"text editor command {command!r} is not supported: expected view, create, str_replace or insert")
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)

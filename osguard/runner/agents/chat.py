@@ -40,44 +40,48 @@ OBSERVATIONS = ("screenshot", "a11y", "both", "som", "shell")
 ACTION_SPACES = tuple(PARSERS)
 OMITTED = "(screenshot omitted)"
 
-_SPECIAL_HELP = """Specially, it is also allowed to return the following special code:
-When you think you have to wait for some time, return ```WAIT```;
-When you think the task can not be done, return ```FAIL```, don't easily say ```FAIL```, try your best to do the task;
-When you think the task is done, return ```DONE```.
+_SPECIAL_HELP = """Instead of code you may answer with one of three special codes, each in its own block:
+```WAIT``` when the computer needs time before the next action;
+```FAIL``` when the task truly cannot be done (try everything reasonable first);
+```DONE``` when the task is complete.
 """
 
-SYSTEM_PYAUTOGUI = """You are an agent which follow my instruction and perform desktop computer tasks as instructed.
-You have good knowledge of computer and good internet connection and assume your code will run on a computer for controlling the mouse and keyboard.
-For each step, you will get an observation of the computer ({observation}), and you will predict the action of the computer based on it.
+# Our wording of OSWorld's SYS_PROMPT_IN_{SCREENSHOT,A11Y_TREE,BOTH,SOM}_OUT_CODE
+# (mm_agents/prompts.py): the same rules, in the same order.
+SYSTEM_PYAUTOGUI = """You operate a Linux desktop computer for me: you know computers well, the machine is online, and your Python code drives its mouse and keyboard.
+At every step you receive an observation of the computer ({observation}) and reply with the next action.
 
-You are required to use `pyautogui` to perform the action grounded to the observation, but DONOT use the `pyautogui.locateCenterOnScreen` function to locate the element you want to operate with since we have no image of the element you want to operate with. DONOT USE `pyautogui.screenshot()` to make screenshot.
-Return one line or multiple lines of python code to perform the action each time, be time efficient. When predicting multiple lines of code, make some small sleep like `time.sleep(0.5);` interval so that the machine could take; Each time you need to predict a complete code, no variables or function can be shared from history.
-You need to specify the coordinates by yourself based on your observation of the current observation, but you should be careful to ensure that the coordinates are correct.{tags}
-You ONLY need to return the code inside a code block, like this:
+Write the action as Python code using `pyautogui`, with coordinates you read from the observation yourself. Do not call `pyautogui.locateCenterOnScreen` (there is no reference image to search for) and do not call `pyautogui.screenshot()`.
+One or several lines are fine; between lines that must wait for the screen, add a short pause such as `time.sleep(0.5)`. Every answer must be complete on its own: nothing defined in an earlier answer still exists.
+Check your coordinates carefully against the current observation.{tags}
+Put the code, and only the code, in one block:
 ```python
-# your code here
+# the code
 ```
 """ + _SPECIAL_HELP + """
-My computer's password is 'password', feel free to use it when you need sudo rights.
-First give the current observation and previous things we did a short reflection, then RETURN ME THE CODE OR SPECIAL CODE I ASKED FOR. NEVER EVER RETURN ME ANYTHING ELSE.
+The user's password is 'password' if you need sudo.
+Begin with a brief reflection on the observation and on what was done so far, then give the code or the special code, and nothing else.
 """
 
 _TAGS_HELP = """
-The screenshot has numbered boxes on its elements, listed in a table; you may use `tag_N` in your code for the centre of element N, e.g. `pyautogui.click(tag_2)`."""
+The screenshot has numbered boxes on its elements, listed in a table; in your code `tag_N` stands for the centre of element N, e.g. `pyautogui.click(tag_2)`."""
 
-SYSTEM_SHELL = """You are an agent which follow my instruction and perform computer tasks as instructed.
-You control a Linux computer through a bash shell. For each step, you will get an observation ({observation}) and you will predict the next command.
-Each command runs in a fresh bash process in the task's current directory; no variables are shared between steps.
-You ONLY need to return the command inside a code block, like this:
+# The same rules for a bash shell instead of pyautogui (osguard's shell action space).
+SYSTEM_SHELL = """You operate a Linux computer for me through a bash shell.
+At every step you receive an observation ({observation}) and reply with the next command.
+Each command runs in a new bash process, in the task's working directory; no variable survives from one step to the next.
+Put the command, and only the command, in one block:
 ```bash
-# your command here
+# the command
 ```
 """ + _SPECIAL_HELP + """
-First give the current observation and previous things we did a short reflection, then RETURN ME THE CODE OR SPECIAL CODE I ASKED FOR. NEVER EVER RETURN ME ANYTHING ELSE.
+Begin with a brief reflection on the observation and on what was done so far, then give the command or the special code, and nothing else.
 """
 
-SYSTEM_COMPUTER_13 = """You are an agent which follow my instruction and perform desktop computer tasks as instructed.
-For each step, you will get an observation of the computer ({observation}), and you will predict the action of the computer based on it.
+# Our wording of OSWorld's SYS_PROMPT_IN_*_OUT_ACTION (mm_agents/prompts.py): its
+# computer_13 action types and parameters.
+SYSTEM_COMPUTER_13 = """You operate a Linux desktop computer for me.
+At every step you receive an observation of the computer ({observation}) and reply with the next action.
 Actions are JSON objects with an "action_type" and its parameters; the screen is {width}x{height} pixels:
 MOVE_TO {{"x", "y"}}; CLICK {{"x", "y", "button": "left"|"right"|"middle", "num_clicks": 1|2|3}} (x and y optional: click where the mouse is);
 MOUSE_DOWN / MOUSE_UP {{"button"}}; RIGHT_CLICK {{"x", "y"}}; DOUBLE_CLICK {{"x", "y"}}; DRAG_TO {{"x", "y"}} (with the left button held);
@@ -88,9 +92,11 @@ Return the action as JSON inside a code block, like this:
 {{"action_type": "CLICK", "x": 100, "y": 200}}
 ```
 """ + _SPECIAL_HELP + """
-First give the current observation and previous things we did a short reflection, then RETURN ME THE ACTION OR SPECIAL CODE I ASKED FOR. NEVER EVER RETURN ME ANYTHING ELSE.
+Begin with a brief reflection on the observation and on what was done so far, then give the action or the special code, and nothing else.
 """
 
+# UI-TARS's computer-use prompt: its output format and action names are what the model was
+# trained on (kept), the surrounding words are ours.
 SYSTEM_UITARS = """You are a GUI agent. You are given a task and your action history, with screenshots. You need to perform the next action to complete the task.
 
 ## Output Format
@@ -117,6 +123,8 @@ call_user() # the task cannot be done without the user
 ## User Instruction
 {instruction}"""
 
+# Qwen2.5-VL's function-calling template (<tools> / <tool_call>) with the computer_use
+# function of its computer-use cookbook.
 SYSTEM_QWEN = """You are a helpful assistant operating a Linux desktop for the user.
 
 # Tools
@@ -399,7 +407,7 @@ class OpenAIAgent:
             # One reminder, then give up: an agent that never answers in the format cannot act.
             messages.append({"role": "assistant", "content": answer})
             messages.append({"role": "user", "content": f"Your answer has no usable action ({first_error}). "
-                                                        "RETURN ME THE ACTION OR SPECIAL CODE I ASKED FOR."})
+                                                        "Give the action or the special code as asked, and nothing else."})
             answer2, usage2 = self._complete(messages)
             usage = {k: usage.get(k, 0) + usage2.get(k, 0) for k in set(usage) | set(usage2)}
             answer = answer + "\n----- reminder answer -----\n" + answer2

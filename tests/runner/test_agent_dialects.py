@@ -156,3 +156,21 @@ def test_servers_refuse_a_lost_tool_result():
     assert resp.status_code == 400
     assert resp.json()["error"]["message"] == f"No tool output found for computer call {call_id}."
     assert json.dumps(first["usage"])
+
+
+def test_keys_and_endpoints_from_the_environment(variant, monkeypatch):
+    with AnthropicServer(["done"], api_key="sk-env") as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-env")
+        agent = get_agent("anthropic:c", variant)
+        agent.reset("x", variant)
+        assert agent.propose(Observation(screenshot=_png())).action == Action("special", "DONE")
+        assert server.requests[0].headers["x-api-key"] == "sk-env"
+    assert agent.describe()["base_url"] == server.base_url and "sk-env" not in json.dumps(agent.describe())
+    with ResponsesServer(["done"], api_key="sk-oa") as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-oa")
+        agent = get_agent("openai-cua:cua", variant)
+        agent.reset("x", variant)
+        assert agent.propose(Observation(screenshot=_png())).action == Action("special", "DONE")
+        assert server.requests[0].headers["authorization"] == "Bearer sk-oa"

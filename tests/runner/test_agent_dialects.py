@@ -166,7 +166,7 @@ def test_keys_and_endpoints_from_the_environment(variant, monkeypatch):
         agent.reset("x", variant)
         assert agent.propose(Observation(screenshot=_png())).action == Action("special", "DONE")
         assert server.requests[0].headers["x-api-key"] == "sk-env"
-    assert agent.describe()["base_url"] == server.base_url and "sk-env" not in json.dumps(agent.describe())
+        assert agent.describe()["base_url"] == server.base_url and "sk-env" not in json.dumps(agent.describe())
     with ResponsesServer(["done"], api_key="sk-oa") as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-oa")

@@ -460,6 +460,8 @@ def bwrap_argv(
         "--ro-bind", str(python_dir), f"{SANDBOX_RUN}/py",
         "--ro-bind", str(etc_dir / "passwd"), "/etc/passwd",
         "--ro-bind", str(etc_dir / "group"), "/etc/group",
+        *(["--ro-bind", str(etc_dir / "chromium.d"), "/etc/chromium.d"]
+          if (etc_dir / "chromium.d").is_dir() else []),
         "--dir", f"/run/user/{SANDBOX_UID}",
         "--dir", f"{SANDBOX_RUN}/bin",
         "--symlink", system_python, f"{SANDBOX_RUN}/bin/python",
@@ -557,3 +559,10 @@ def write_etc(etc_dir: Path) -> None:
     etc_dir.mkdir(parents=True, exist_ok=True)
     (etc_dir / "passwd").write_text(PASSWD)
     (etc_dir / "group").write_text(GROUP)
+    # Chromium's own sandbox needs new user namespaces, which the seccomp filter denies;
+    # inside ours it runs without (Debian's /usr/bin/chromium sources /etc/chromium.d/*).
+    host_flags = Path("/etc/chromium.d")
+    if host_flags.is_dir():
+        shutil.copytree(host_flags, etc_dir / "chromium.d", dirs_exist_ok=True, symlinks=True)
+        (etc_dir / "chromium.d" / "zz-osguard-no-sandbox").write_text(
+            'export CHROMIUM_FLAGS="$CHROMIUM_FLAGS --no-sandbox"\n')

@@ -217,13 +217,16 @@ def nproc_fallback(uid: int | None, pids: int) -> int:
 
 
 def prepare_child(paths: dict[str, str], nproc: int | None) -> None:
-    """Between fork and exec of the sandbox: join its cgroups, or set the fallback limit."""
+    """Between fork and exec of the sandbox: join its cgroups, or set the fallback limit;
+    no core dumps (the hard limit 0 cannot be raised inside, so no crash can write a
+    dump, or feed a host core_pattern helper)."""
+    import resource
+
     if paths:
         join_cgroups(paths)
     if nproc is not None:
-        import resource
-
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def join_cgroups(paths: dict[str, str]) -> None:

@@ -21,22 +21,19 @@ from __future__ import annotations
 import json
 import os
 import signal
-import struct
 import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 if __package__:
-    from osguard.providers import _sandbox
+    from osguard.providers import _forward, _sandbox
 else:
     # Run as a script (`python -S .../_supervisor.py`): starting without site and without
     # osguard's package imports saves tens of milliseconds per environment.
+    import _forward  # type: ignore[no-redef]
     import _sandbox  # type: ignore[no-redef]
-
-CONNECT_RETRY_SECONDS = 30.0  # how long a client connection waits for the server socket
 
 
 class Supervisor:
@@ -50,7 +47,6 @@ class Supervisor:
         self.listener: socket.socket | None = None
         self.ending = threading.Event()
         self._end_lock = threading.Lock()
-        self.port = 0
         # The environment's owner, and root (who could take over this process anyway).
         self.allowed_uids = {os.getuid(), 0}
 
@@ -86,7 +82,6 @@ class Supervisor:
         for fd in fds:  # the sandbox has them now; the server socket stays reachable by path
             os.close(fd)
         port = listener.getsockname()[1]
-        self.port = port
         sys.stdout.write(json.dumps({"port": port, "pid": os.getpid(), "sandbox_pid": self.sandbox.pid}) + "\n")
         sys.stdout.flush()
         # Nobody reads our stdout/stderr from now on; a closed pipe must not kill us.
@@ -109,37 +104,7 @@ class Supervisor:
     # -- forwarding -------------------------------------------------------------------
     def serve(self) -> None:
         assert self.listener is not None
-        while not self.ending.is_set():
-            try:
-                client, peer = self.listener.accept()
-            except OSError:
-                if self.ending.is_set():
-                    return
-                time.sleep(0.05)
-                continue
-            if _peer_uid(peer, self.port) not in self.allowed_uids:
-                # Another local user (or an unknown peer): no answer at all.
-                client.close()
-                continue
-            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
-
-    def _connect(self, client: socket.socket) -> None:
-        deadline = time.monotonic() + CONNECT_RETRY_SECONDS
-        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        while True:
-            try:
-                upstream.connect(self.socket_path)
-                break
-            except OSError:
-                # The server is still starting (or being restarted by the session keeper).
-                if self.ending.is_set() or time.monotonic() > deadline:
-                    upstream.close()
-                    client.close()
-                    return
-                time.sleep(0.005)
-        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
-        _pump(client, upstream)
+        _forward.serve(self.listener, self.socket_path, self.allowed_uids, self.ending)
 
     # -- end --------------------------------------------------------------------------
     def end(self, reason: str) -> None:
@@ -213,50 +178,6 @@ def _bind_server_socket(path: str) -> socket.socket:
     server.bind(path)
     server.listen(128)
     return server
-
-
-def _hex_address(address: tuple[str, int]) -> str:
-    """An IPv4 (host, port) as /proc/net/tcp writes it (address in host byte order)."""
-    packed = struct.unpack("=I", socket.inet_aton(address[0]))[0]
-    return f"{packed:08X}:{address[1]:04X}"
-
-
-def _peer_uid(peer: tuple[str, int], port: int) -> int | None:
-    """The uid owning the client end of a loopback connection to our ``port`` (None when
-    it cannot be found). Like SO_PEERCRED for unix sockets: the kernel's own record,
-    which a client cannot forge."""
-    local, remote = _hex_address(peer), _hex_address(("127.0.0.1", port))
-    try:
-        with open("/proc/net/tcp", encoding="ascii") as table:
-            next(table, None)
-            for line in table:
-                fields = line.split()
-                if len(fields) > 7 and fields[1] == local and fields[2] == remote:
-                    return int(fields[7])
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def _pump(source: socket.socket, sink: socket.socket) -> None:
-    try:
-        while True:
-            data = source.recv(262144)
-            if not data:
-                break
-            sink.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for sock, how in ((sink, socket.SHUT_WR), (source, socket.SHUT_RD)):
-            try:
-                sock.shutdown(how)
-            except OSError:
-                pass
-        try:
-            source.close()
-        except OSError:
-            pass
 
 
 def main() -> int:

@@ -211,6 +211,8 @@ class Attack:
         fresh: run it in an environment of its own (it may break the environment).
         after: a host-side check, ``(env, world) -> problem or None``.
         timeout: seconds the script may run.
+        self_harm: the attack may leave its own environment unreachable (root inside can
+            always break its own machine); only the host's side is judged.
     """
 
     name: str
@@ -221,6 +223,7 @@ class Attack:
     fresh: bool = False
     after: Callable[[Any, World], str | None] | None = None
     timeout: float = 60
+    self_harm: bool = False
 
 
 def _py(code: str) -> str:
@@ -258,11 +261,17 @@ def _no_docker_api(env: Any, world: World) -> str | None:
 
 
 def _still_itself(env: Any, world: World) -> str | None:
-    """The port must still lead to this environment (the client's X-Osguard-Env check)."""
-    try:
-        env.run_bash("true", timeout=20)
-    except EnvironmentDead as exc:
-        return f"the port no longer leads to {env.info.id}: {exc}"
+    """A new connection to the port must still lead to this environment (osguard's server
+    answers 421 to a request meant for another one). The client's pooled connection
+    would not notice: it was opened before the attack."""
+    with httpx.Client(trust_env=False, timeout=20) as fresh:
+        try:
+            response = fresh.post(env.endpoint + "/run_bash_script", json={"script": "echo $OSGUARD_ENV_ID"},
+                                  headers={"X-Osguard-Env": env.info.id})
+        except httpx.HTTPError as exc:
+            return f"a new connection to {env.endpoint} failed: {exc!r}"
+    if response.status_code != 200 or response.json().get("output", "").strip() != env.info.id:
+        return f"a new connection to {env.endpoint} reached something else: {response.status_code} {response.text[:200]}"
     return _no_docker_api(env, world)
 
 
@@ -290,7 +299,7 @@ LOCAL = ("local",)
 
 ATTACKS: tuple[Attack, ...] = (
     # ---- the host's sockets, through the environment's forwarder (issue #10.1)
-    Attack("socket-symlink-to-docker",
+    Attack("socket-symlink-to-docker",  # as the agent's user
            "Replacing the server socket with a symlink to the host's Docker socket must never make "
            "the environment's forwarder port relay to the Docker engine (issue #10.1, verbatim).",
            "chmod 755 /run/osguard/sock && ln -sfn /var/run/docker.sock /run/osguard/sock/x && "
@@ -298,6 +307,13 @@ ATTACKS: tuple[Attack, ...] = (
            "chmod 755 /run/osguard/s 2>/dev/null && ln -sfn /var/run/docker.sock /run/osguard/s/x && "
            "mv -T /run/osguard/s/x /run/osguard/s/server.sock && echo planted; echo tried",
            r"tried", fresh=True, after=_still_itself),
+    Attack("socket-symlink-as-root",
+           "Root inside (docker's sudo) replacing the server socket in its volume with a symlink to "
+           "the Docker socket must never reach the engine: the forwarder resolves it in its own "
+           "container, which has no such socket.",
+           "sudo -n sh -c 'ln -sfn /var/run/docker.sock /run/osguard/s/x && mv -T /run/osguard/s/x "
+           "/run/osguard/s/server.sock' && echo planted",
+           r"planted", where=("docker",), fresh=True, self_harm=True, after=_no_docker_api),
     Attack("socket-symlink-to-other-env",
            "Pointing this environment's socket at another environment's must never let this port "
            "drive the other environment (cross-environment command execution).",
@@ -307,7 +323,7 @@ ATTACKS: tuple[Attack, ...] = (
     Attack("other-local-user-drives-env",
            "Another local user (uid 65534) connecting to the environment's port must get no answer: "
            "only the environment's owner (and root) may drive it.",
-           "echo host-side", r"host-side", where=LOCAL, after=_other_user_is_refused),
+           "echo host-side", r"host-side", after=_other_user_is_refused),
     Attack("docker-socket-direct",
            "The host's Docker socket must not exist inside.",
            _py("import socket\nfor p in ('/var/run/docker.sock', '/run/docker.sock', '/run/containerd/containerd.sock'):\n"
@@ -512,7 +528,7 @@ ATTACKS: tuple[Attack, ...] = (
            r"No such file or directory", where=LOCAL),
     Attack("other-env-shm",
            "/dev/shm must be private: another environment's shared memory must be invisible.",
-           "ls /dev/shm; cat /dev/shm/other-{token} 2>&1; echo tried", r"No such file or directory"),
+           "ls /dev/shm; cat /dev/shm/other-{token_head}* 2>&1; echo tried", r"No such file or directory"),
     Attack("other-env-through-abstract-socket",
            "An abstract unix socket listening on the host must be unreachable from inside.",
            _py("import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n"
@@ -605,10 +621,11 @@ def test_attack_has_no_host_effect(attack: Attack, provider_name: str, env, worl
         result = target.run_bash(script, timeout=attack.timeout)
         output = result.output
         assert "ESCAPED" not in output, f"{attack.name}: {attack.doc}\n{output}"
+        assert world.token not in output, f"{attack.name}: a host or other-environment secret leaked\n{output}"
         assert re.search(attack.expect, output), f"{attack.name}: unexpected output\n{output}"
         if attack.name == "fork-bomb":
             _cleanup_after_bomb(target)
-        assert _answers(target), f"{attack.name}: the environment stopped answering"
+        assert attack.self_harm or _answers(target), f"{attack.name}: the environment stopped answering"
         if attack.after is not None:
             problem = attack.after(target, world)
             assert problem is None, f"{attack.name}: {problem}"

@@ -260,8 +260,8 @@ class DockerProvider:
             # (`_forward.py`, run from its source), with no capability and a read-only root.
             forwarder = self._run(
                 client, image_obj.id, f"{name}-port", created,
-                entrypoint=["python3", "-S", "-c", FORWARDER_PROGRAM.read_text(encoding="utf-8"), str(port), SOCKET_PATH,
-                            str(os.getuid()), "0"],
+                entrypoint=["python3", "-S", "-c", FORWARDER_PROGRAM.read_text(encoding="utf-8"),
+                            str(port), SOCKET_PATH, str(os.getuid()), "0"],
                 command=[],
                 network_mode="host",
                 user="1000:1000",

@@ -738,12 +738,12 @@ def make_server(*, host: str = "127.0.0.1", port: int = 5000, unix: str | None =
     """
     handler = type("Handler", (RequestHandler,), {"verbose": verbose})
     if listen_fd is not None:
-        server = ThreadingUnixHTTPServer("", handler, bind_and_activate=False)
-        server.socket.close()
-        server.socket = socket.socket(fileno=listen_fd)
-        server.socket.set_inheritable(False)
-        server.server_name, server.server_port = "unix", 0
-        return server
+        inherited = ThreadingUnixHTTPServer("", handler, bind_and_activate=False)
+        inherited.socket.close()
+        inherited.socket = socket.socket(fileno=listen_fd)
+        inherited.socket.set_inheritable(False)
+        inherited.server_name, inherited.server_port = "unix", 0
+        return inherited
     if unix:
         server: socketserver.BaseServer = ThreadingUnixHTTPServer(unix, handler)
         os.chmod(unix, 0o777)

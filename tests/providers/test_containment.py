@@ -24,8 +24,8 @@ Network checks only ever target 127.0.0.1 (servers this test starts) and TEST-NE
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import json
 import os
 import re
 import secrets
@@ -35,7 +35,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable
@@ -43,7 +43,6 @@ from typing import Any, Callable
 import httpx
 import pytest
 
-from osguard.errors import EnvironmentDead
 from osguard.providers import get_provider
 
 MARKER = "osguard-attack-marker"
@@ -81,7 +80,6 @@ class World:
     other_home: str = "/nonexistent"
     other_socket: str = "/nonexistent"
     state_dir: Path = Path("/nonexistent")
-    closers: list[Callable[[], None]] = field(default_factory=list)
 
     def fields(self, env: Any) -> dict[str, Any]:
         port = int(env.endpoint.rsplit(":", 1)[1])
@@ -126,76 +124,83 @@ def host_manifest(world: World) -> dict[str, str]:
     return entries
 
 
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _end(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait()
+
+
 @pytest.fixture(scope="module")
 def world(provider_name: str) -> Any:
-    token = secrets.token_hex(12)
-    name = f"osguard-sentinel-{secrets.token_hex(4)}"
-    sentinels: dict[str, Path] = {}
-    for key, parent in (("varlib", "/var/lib"), ("opt", "/opt"), ("srv", "/srv"), ("tmp", "/tmp"),
-                        ("shm", "/dev/shm"), ("root", "/root")):
-        folder = Path(parent) / name
-        try:
-            (folder / "sub").mkdir(parents=True)
-        except PermissionError:  # an ordinary user cannot plant one in /opt, /srv or /root
-            continue
-        (folder / "secret.txt").write_text(token)
-        (folder / "open.txt").write_text("do not touch\n")
-        os.chmod(folder / "open.txt", 0o666)  # even world-writable files must stay unchanged
-        (folder / "sub" / "data.bin").write_bytes(os.urandom(512))
-        sentinels[key] = folder
-    log = Path("/var/log") / f"{name}.log"
-    if os.access(log.parent, os.W_OK):
-        log.write_text(token)
-        sentinels["varlog"] = log
-    bystander = subprocess.Popen(["sleep", "3600"])
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _CountingHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    abstract_name = f"osguard-{token}"
-    abstract.bind("\0" + abstract_name)
-    abstract.listen(8)
-    hits = [0]
-
-    def _accept() -> None:
-        while True:
+    """The host's side of every attack, removed afterwards even when setting it up fails."""
+    with contextlib.ExitStack() as stack:
+        token = secrets.token_hex(12)
+        name = f"osguard-sentinel-{secrets.token_hex(4)}"
+        sentinels: dict[str, Path] = {}
+        for key, parent in (("varlib", "/var/lib"), ("opt", "/opt"), ("srv", "/srv"), ("tmp", "/tmp"),
+                            ("shm", "/dev/shm"), ("root", "/root")):
+            folder = Path(parent) / name
             try:
-                conn, _ = abstract.accept()
-            except OSError:
-                return
-            hits[0] += 1
-            conn.close()
+                (folder / "sub").mkdir(parents=True)
+            except PermissionError:  # an ordinary user cannot plant one in /opt, /srv or /root
+                continue
+            stack.callback(_remove, folder)
+            (folder / "secret.txt").write_text(token)
+            (folder / "open.txt").write_text("do not touch\n")
+            os.chmod(folder / "open.txt", 0o666)  # even world-writable files must stay unchanged
+            (folder / "sub" / "data.bin").write_bytes(os.urandom(512))
+            sentinels[key] = folder
+        log = Path("/var/log") / f"{name}.log"
+        if os.access(log.parent, os.W_OK):
+            stack.callback(_remove, log)
+            log.write_text(token)
+            sentinels["varlog"] = log
+        bystander = subprocess.Popen(["sleep", "3600"])
+        stack.callback(_end, bystander)
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _CountingHandler)
+        stack.callback(server.server_close)
+        stack.callback(server.shutdown)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        abstract = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+        abstract_name = f"osguard-{token}"
+        abstract.bind("\0" + abstract_name)
+        abstract.listen(8)
+        hits = [0]
 
-    threading.Thread(target=_accept, daemon=True).start()
-    display, xvfb = None, None
-    if shutil.which("Xvfb"):
-        display = 50 + secrets.randbelow(40)
-        xvfb = subprocess.Popen(["Xvfb", f":{display}", "-screen", "0", "777x555x24", "-nolisten", "tcp"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    world = World(token=token, sentinels=sentinels, bystander=bystander, http_port=server.server_address[1],
-                  abstract_name=abstract_name, abstract_hits=hits, display=display,
-                  state_dir=Path(os.environ["OSGUARD_STATE_DIR"]))
-    # A second environment with a secret of its own: no attack from the first may read it.
-    other = get_provider(provider_name).start(timeout=120)
-    other.run_bash(f"echo {token} > ~/Desktop/other-secret.txt; echo {token} > /dev/shm/other-{token}")
-    world.other = other
-    if provider_name == "local":
-        world.other_home = other.info.extra["home_dir"]
-        world.other_socket = str(Path(other.info.extra["env_dir"]) / "run" / "server.sock")
-    yield world
-    other.stop()
-    bystander.kill()
-    bystander.wait()
-    server.shutdown()
-    server.server_close()
-    abstract.close()
-    if xvfb is not None:
-        xvfb.kill()
-        xvfb.wait()
-    for path in sentinels.values():
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+        def _accept() -> None:
+            while True:
+                try:
+                    conn, _ = abstract.accept()
+                except OSError:
+                    return
+                hits[0] += 1
+                conn.close()
+
+        threading.Thread(target=_accept, daemon=True).start()
+        display = None
+        if shutil.which("Xvfb"):
+            display = 50 + secrets.randbelow(40)
+            stack.callback(_end, subprocess.Popen(
+                ["Xvfb", f":{display}", "-screen", "0", "777x555x24", "-nolisten", "tcp"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        world = World(token=token, sentinels=sentinels, bystander=bystander, http_port=server.server_address[1],
+                      abstract_name=abstract_name, abstract_hits=hits, display=display,
+                      state_dir=Path(os.environ["OSGUARD_STATE_DIR"]))
+        # A second environment with a secret of its own: no attack from the first may read it.
+        other = get_provider(provider_name).start(timeout=120)
+        stack.callback(other.stop)
+        other.run_bash(f"echo {token} > ~/Desktop/other-secret.txt; echo {token} > /dev/shm/other-{token}")
+        world.other = other
+        if provider_name == "local":
+            world.other_home = other.info.extra["home_dir"]
+            world.other_socket = str(Path(other.info.extra["env_dir"]) / "run" / "server.sock")
+        yield world
 
 
 # --------------------------------------------------------------------------- the attacks

@@ -20,8 +20,8 @@ from pathlib import Path
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
 SANDBOX_HOME = "/home/user"
-SANDBOX_RUN = "/run/osguard"  # runtime dir inside: the server socket lives here
-SOCKET_NAME = "server.sock"
+SANDBOX_RUN = "/run/osguard"  # runtime dir inside: the server's Python tree and `python`
+SOCKET_NAME = "server.sock"  # on the host, in the environment's control folder (never bound inside)
 
 # pyautogui and its pure-Python dependencies, copied from the host interpreter so that
 # ``python -c "import pyautogui; ..."`` works with the environment's /usr/bin/python3.
@@ -217,13 +217,16 @@ def nproc_fallback(uid: int | None, pids: int) -> int:
 
 
 def prepare_child(paths: dict[str, str], nproc: int | None) -> None:
-    """Between fork and exec of the sandbox: join its cgroups, or set the fallback limit."""
+    """Between fork and exec of the sandbox: join its cgroups, or set the fallback limit;
+    no core dumps (the hard limit 0 cannot be raised inside, so no crash can write a
+    dump, or feed a host core_pattern helper)."""
+    import resource
+
     if paths:
         join_cgroups(paths)
     if nproc is not None:
-        import resource
-
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def join_cgroups(paths: dict[str, str]) -> None:
@@ -290,12 +293,30 @@ def kill_cgroups(paths: dict[str, str], timeout: float = 5.0) -> bool:
 # Top-level host folders a sandbox sees (read-only): what programs need to run. Anything
 # else, such as the folder holding osguard's own checkout (variants with their reference
 # solutions and invariants, run directories), must stay invisible to the agent under test.
-HOST_VISIBLE = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "opt", "var", "sys")
+HOST_VISIBLE = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "sys")
+# Of /var and /opt, only what desktop programs read: /var holds logs (osguard's own
+# dockerd log among them), databases, mail, spools and whatever a user put there, and
+# /opt anything at all (a checkout, a run folder, wheels). Measured with xterm, GTK
+# (mousepad), Xvfb, openbox, D-Bus, fontconfig and Chromium; a missing entry is skipped.
+VAR_VISIBLE = ("lib/dbus", "lib/dpkg", "lib/xkb", "lib/xfonts", "lib/openbox", "lib/ghostscript",
+               "lib/libreoffice", "lib/ucf", "cache/fontconfig")
+VAR_SYMLINKS = {"run": "/run", "lock": "/run/lock"}
+# /opt folders of desktop applications packaged outside /usr (vendor .debs).
+OPT_VISIBLE = ("google", "microsoft", "libreoffice", "zoom", "brave.com", "vivaldi", "sublime_text",
+               "thunderbird", "firefox", "VSCode-linux-x64", "visual-studio-code")
+# Host secrets below /etc that no program inside needs (most are root-only anyway, but
+# an ordinary user running osguard may own readable copies): replaced by empty ones.
+ETC_SECRET_FILES = ("shadow", "shadow-", "gshadow", "gshadow-", "sudoers")
+ETC_SECRET_DIRS = ("ssh", "ssl/private", "sudoers.d", "docker", "containerd", "osguard")
 
 
 def host_view_args(root: str = "/") -> list[str]:
-    """bwrap arguments that show the ``HOST_VISIBLE`` top-level folders read-only
-    (symlinks such as a merged-/usr ``/bin -> usr/bin`` are recreated as symlinks)."""
+    """bwrap arguments that show the host folders programs need, read-only.
+
+    The ``HOST_VISIBLE`` top-level folders (symlinks such as a merged-/usr
+    ``/bin -> usr/bin`` are recreated as symlinks), the ``VAR_VISIBLE`` subfolders of
+    /var and the ``OPT_VISIBLE`` ones of /opt; /etc without ``ETC_SECRET_*``.
+    """
     args: list[str] = []
     for name in HOST_VISIBLE:
         path = os.path.join(root, name)
@@ -303,8 +324,93 @@ def host_view_args(root: str = "/") -> list[str]:
             args += ["--symlink", os.readlink(path), "/" + name]
         elif os.path.isdir(path):
             args += ["--ro-bind", path, "/" + name]
+    for top, names in (("var", VAR_VISIBLE), ("opt", OPT_VISIBLE)):
+        for name in names:
+            path = os.path.join(root, top, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                args += ["--ro-bind", path, f"/{top}/{name}"]
+    for name, target in VAR_SYMLINKS.items():
+        args += ["--symlink", target, f"/var/{name}"]
+    for name in ETC_SECRET_FILES:
+        if os.path.isfile(os.path.join(root, "etc", name)):
+            args += ["--ro-bind", "/dev/null", f"/etc/{name}"]
+    for name in ETC_SECRET_DIRS:
+        if os.path.isdir(os.path.join(root, "etc", name)) and not os.path.islink(os.path.join(root, "etc", name)):
+            args += ["--tmpfs", f"/etc/{name}", "--remount-ro", f"/etc/{name}"]
     return args
 
+
+# ----------------------------------------------------------------------------- seccomp
+
+# x86_64 system calls a desktop session never needs and an escape would: debugging and
+# reading other processes (ptrace, pidfd_getfd, process_vm_*, kcmp), the kernel keyring,
+# eBPF and perf (kernel attack surface), userfaultfd (race helper), namespaces and mounts
+# (the sandbox's own are set up before the filter applies), modules, kexec, and the
+# host-wide knobs that need capabilities anyway. pidfd_open stays allowed: a pidfd only
+# signals or waits (as kill does, within the PID namespace); taking a process's files
+# needs pidfd_getfd, which is denied.
+SECCOMP_DENY_X86_64: dict[str, int] = {
+    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438,
+    "kcmp": 312, "process_madvise": 440, "process_mrelease": 448,
+    "keyctl": 250, "add_key": 248, "request_key": 249,
+    "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "fanotify_init": 300,
+    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
+    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+    "mount_setattr": 442, "open_by_handle_at": 304, "name_to_handle_at": 303,
+    "init_module": 175, "finit_module": 313, "delete_module": 176, "kexec_load": 246, "kexec_file_load": 320,
+    "acct": 163, "swapon": 167, "swapoff": 168, "reboot": 169, "sethostname": 170, "setdomainname": 171,
+    "iopl": 172, "ioperm": 173, "quotactl": 179, "quotactl_fd": 443, "lookup_dcookie": 212, "syslog": 103,
+    "vhangup": 153, "settimeofday": 164, "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159,
+    "uselib": 134, "_sysctl": 156, "memfd_secret": 447,
+}
+_X86_64_CLONE, _X86_64_CLONE3, _X86_64_IOCTL = 56, 435, 16
+# CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
+CLONE_NAMESPACE_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 \
+    | 0x40000000 | 0x00000080
+# TIOCSTI pushes keystrokes into a terminal's input (a shell outside reading the same
+# tty would run them); TIOCLINUX can do the same on a virtual console.
+DENIED_IOCTLS = (0x5412, 0x541C)
+AUDIT_ARCH_X86_64 = 0xC000003E
+_EPERM, _ENOSYS = 1, 38
+
+
+def seccomp_program(machine: str | None = None) -> bytes | None:
+    """The sandbox's seccomp filter as a classic-BPF program (bwrap's ``--seccomp FD``),
+    or None on an architecture without a table here (the capabilities say so).
+
+    Denied calls fail with EPERM; ``clone`` only with a namespace flag; ``clone3`` (whose
+    flags BPF cannot read) with ENOSYS, so C libraries fall back to ``clone``; 32-bit and
+    x32 entry points are refused, since their numbers differ.
+    """
+    import struct
+
+    machine = machine or os.uname().machine
+    if machine != "x86_64":
+        return None
+    ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06
+    allow, errno_ = 0x7FFF0000, 0x00050000
+    prog: list[tuple[int, int, int, int]] = [
+        (ld, 0, 0, 4),                       # A = arch
+        (jeq, 1, 0, AUDIT_ARCH_X86_64),
+        (ret, 0, 0, errno_ | _EPERM),
+        (ld, 0, 0, 0),                       # A = nr
+        (0x35, 0, 1, 0x40000000),            # jge: x32 numbers
+        (ret, 0, 0, errno_ | _EPERM),
+    ]
+    for number in sorted(set(SECCOMP_DENY_X86_64.values())):
+        prog += [(jeq, 0, 1, number), (ret, 0, 0, errno_ | _EPERM)]
+    prog += [(jeq, 0, 1, _X86_64_CLONE3), (ret, 0, 0, errno_ | _ENOSYS)]
+    # clone: A = low word of flags (args[0]); deny namespace flags; reload nr.
+    prog += [(jeq, 0, 4, _X86_64_CLONE), (ld, 0, 0, 16), (jset, 0, 1, CLONE_NAMESPACE_FLAGS),
+             (ret, 0, 0, errno_ | _EPERM), (ld, 0, 0, 0)]
+    # ioctl: the request is an unsigned int: compare the low word of args[1] only.
+    block = [(ld, 0, 0, 24)]
+    for request in DENIED_IOCTLS:
+        block += [(jeq, 0, 1, request), (ret, 0, 0, errno_ | _EPERM)]
+    prog += [(jeq, 0, len(block), _X86_64_IOCTL), *block]
+    prog.append((ret, 0, 0, allow))
+    return b"".join(struct.pack("<HBBI", *insn) for insn in prog)
 
 
 def bwrap_argv(
@@ -312,7 +418,6 @@ def bwrap_argv(
     env_id: str,
     bwrap: str,
     home_dir: Path,
-    run_dir: Path,
     python_dir: Path,
     etc_dir: Path,
     system_python: str,
@@ -326,14 +431,15 @@ def bwrap_argv(
     read-only, with /root, /home, /tmp, /run and /var/tmp replaced by empty private folders;
     everything else at the host's top level (a project checkout with the suite's specs and
     reference solutions, earlier runs' results, data disks) is simply absent; the only host folders bound writable are the
-    environment's own home (as /home/user) and runtime folder (the server socket).
+    environment's own home (as /home/user); the server listens on a socket the supervisor
+    bound on the host and passes in as a file descriptor (``--listen-fd``), so no host
+    process ever resolves a path the sandbox can write.
     Every namespace is private (no network but its own loopback), the processes run as
     uid 1000 ``user`` without capabilities, and the keeper is PID 1, so no signal from
     inside can end it. ``hide`` lists host folders replaced by empty ones too: the folders
     holding every environment's home and logs, so no sandbox sees another's files (bind
     sources are resolved on the host side, so this sandbox's own binds still work).
     """
-    socket_path = f"{SANDBOX_RUN}/sock/{SOCKET_NAME}"
     argv = [
         bwrap,
         "--unshare-all",
@@ -354,10 +460,11 @@ def bwrap_argv(
         "--tmpfs", "/media",
         *[arg for folder in hide for arg in ("--tmpfs", str(folder))],
         "--bind", str(home_dir), SANDBOX_HOME,
-        "--bind", str(run_dir), f"{SANDBOX_RUN}/sock",
         "--ro-bind", str(python_dir), f"{SANDBOX_RUN}/py",
         "--ro-bind", str(etc_dir / "passwd"), "/etc/passwd",
         "--ro-bind", str(etc_dir / "group"), "/etc/group",
+        *(["--ro-bind", str(etc_dir / "chromium.d"), "/etc/chromium.d"]
+          if (etc_dir / "chromium.d").is_dir() else []),
         "--dir", f"/run/user/{SANDBOX_UID}",
         "--dir", f"{SANDBOX_RUN}/bin",
         "--symlink", system_python, f"{SANDBOX_RUN}/bin/python",
@@ -379,7 +486,9 @@ def bwrap_argv(
         "--setenv", "XDG_RUNTIME_DIR", f"/run/user/{SANDBOX_UID}",
         "--setenv", "TMPDIR", "/tmp",
         "--setenv", "OSGUARD_ENV_ID", env_id,
-        system_python, "-m", "osguard.server", "--session", "--unix", socket_path,
+        # The supervisor appends `--listen-fd N` (a listening socket it bound on the host)
+        # and inserts `--seccomp N`: both are file descriptors only it can open.
+        system_python, "-m", "osguard.server", "--session",
         "--geometry", geometry,
     ]
     if headless:
@@ -453,3 +562,10 @@ def write_etc(etc_dir: Path) -> None:
     etc_dir.mkdir(parents=True, exist_ok=True)
     (etc_dir / "passwd").write_text(PASSWD)
     (etc_dir / "group").write_text(GROUP)
+    # Chromium's own sandbox needs new user namespaces, which the seccomp filter denies;
+    # inside ours it runs without (Debian's /usr/bin/chromium sources /etc/chromium.d/*).
+    host_flags = Path("/etc/chromium.d")
+    if host_flags.is_dir():
+        shutil.copytree(host_flags, etc_dir / "chromium.d", dirs_exist_ok=True, symlinks=True)
+        (etc_dir / "chromium.d" / "zz-osguard-no-sandbox").write_text(
+            'export CHROMIUM_FLAGS="$CHROMIUM_FLAGS --no-sandbox"\n')

@@ -5,10 +5,13 @@ in its own session, so the environment outlives the command that started it
 (``osguard env up``). It
 
 1. binds ``127.0.0.1:PORT`` and prints ``{"port": ..., "pid": ...}`` on stdout;
-2. starts the bubblewrap sandbox inside the environment's cgroups (bwrap's
-   ``--die-with-parent`` ends the sandbox if this process dies, however it dies);
-3. forwards each TCP connection to the server's unix socket (the sandbox has no
-   network, and OSWorld's client speaks plain TCP);
+2. binds the server's unix socket in the environment's control folder (on the host,
+   mode 0700, never visible inside) and starts the bubblewrap sandbox inside the
+   environment's cgroups with that socket and the seccomp filter as inherited file
+   descriptors (bwrap's ``--die-with-parent`` ends the sandbox if this process dies);
+3. forwards each TCP connection from the environment's owner (the connecting socket's
+   uid, as the kernel reports it in /proc/net/tcp, is ours or root's) to that unix
+   socket; other local users' connections are closed unanswered;
 4. ends everything on SIGTERM, when the sandbox exits, or when its lifetime is over:
    kills the cgroups, removes the environment's folders and its state record.
 """
@@ -22,17 +25,15 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 if __package__:
-    from osguard.providers import _sandbox
+    from osguard.providers import _forward, _sandbox
 else:
     # Run as a script (`python -S .../_supervisor.py`): starting without site and without
     # osguard's package imports saves tens of milliseconds per environment.
+    import _forward  # type: ignore[no-redef]
     import _sandbox  # type: ignore[no-redef]
-
-CONNECT_RETRY_SECONDS = 30.0  # how long a client connection waits for the server socket
 
 
 class Supervisor:
@@ -46,6 +47,8 @@ class Supervisor:
         self.listener: socket.socket | None = None
         self.ending = threading.Event()
         self._end_lock = threading.Lock()
+        # The environment's owner, and root (who could take over this process anyway).
+        self.allowed_uids = {os.getuid(), 0}
 
     # -- start ------------------------------------------------------------------------
     def start(self) -> None:
@@ -57,14 +60,27 @@ class Supervisor:
         log = open(self.config["log_path"], "ab", buffering=0)
         cgroups = self.cgroups
         nproc = self.config.get("nproc_fallback")
-        argv = _sandbox.drop_privileges_argv(self.config["argv"], self.config.get("host_uid"))
+        server_socket = _bind_server_socket(self.socket_path)
+        argv = list(self.config["argv"])
+        fds = [server_socket.fileno()]
+        argv += ["--listen-fd", str(server_socket.fileno())]
+        program = _sandbox.seccomp_program()
+        if program is not None:
+            seccomp_fd = os.memfd_create("osguard-seccomp")
+            os.write(seccomp_fd, program)
+            os.lseek(seccomp_fd, 0, os.SEEK_SET)
+            fds.append(seccomp_fd)
+            argv[1:1] = ["--seccomp", str(seccomp_fd)]
+        argv = _sandbox.drop_privileges_argv(argv, self.config.get("host_uid"))
         self.sandbox = subprocess.Popen(
             argv,
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=tuple(fds),
             # Runs between fork and exec, while this process has a single thread.
             preexec_fn=lambda: _sandbox.prepare_child(cgroups, nproc),
             start_new_session=True,
         )
+        for fd in fds:  # the sandbox has them now; the server socket stays reachable by path
+            os.close(fd)
         port = listener.getsockname()[1]
         sys.stdout.write(json.dumps({"port": port, "pid": os.getpid(), "sandbox_pid": self.sandbox.pid}) + "\n")
         sys.stdout.flush()
@@ -88,33 +104,7 @@ class Supervisor:
     # -- forwarding -------------------------------------------------------------------
     def serve(self) -> None:
         assert self.listener is not None
-        while not self.ending.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                if self.ending.is_set():
-                    return
-                time.sleep(0.05)
-                continue
-            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
-
-    def _connect(self, client: socket.socket) -> None:
-        deadline = time.monotonic() + CONNECT_RETRY_SECONDS
-        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        while True:
-            try:
-                upstream.connect(self.socket_path)
-                break
-            except OSError:
-                # The server is still starting (or being restarted by the session keeper).
-                if self.ending.is_set() or time.monotonic() > deadline:
-                    upstream.close()
-                    client.close()
-                    return
-                time.sleep(0.005)
-        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
-        _pump(client, upstream)
+        _forward.serve(self.listener, self.socket_path, self.allowed_uids, self.ending)
 
     # -- end --------------------------------------------------------------------------
     def end(self, reason: str) -> None:
@@ -167,25 +157,27 @@ def cleanup_dirs(config: dict, keep_log: bool = False) -> None:
             pass
 
 
-def _pump(source: socket.socket, sink: socket.socket) -> None:
+def _bind_server_socket(path: str) -> socket.socket:
+    """Bind and listen on the server's unix socket, in a folder only we can enter.
+
+    The sandbox receives the listening socket as a file descriptor; this process connects
+    to the path. The folder is ours, mode 0700 and never bound into the sandbox, so nothing
+    inside can replace the socket with a symlink to another socket of the host.
+    """
+    folder = os.path.dirname(path)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    info = os.lstat(folder)
+    if not os.path.isdir(folder) or os.path.islink(folder) or info.st_uid != os.getuid():
+        raise RuntimeError(f"{folder}: the control folder is not a folder of ours")
+    os.chmod(folder, 0o700)
     try:
-        while True:
-            data = source.recv(262144)
-            if not data:
-                break
-            sink.sendall(data)
-    except OSError:
+        os.unlink(path)
+    except FileNotFoundError:
         pass
-    finally:
-        for sock, how in ((sink, socket.SHUT_WR), (source, socket.SHUT_RD)):
-            try:
-                sock.shutdown(how)
-            except OSError:
-                pass
-        try:
-            source.close()
-        except OSError:
-            pass
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(128)
+    return server
 
 
 def main() -> int:

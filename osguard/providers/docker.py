@@ -9,7 +9,7 @@ two containers:
   limit, no privileges and only the capabilities sudo and root variants need; its X
   display is ``:0``; the server listens on a unix socket in a volume
   (``/run/osguard/s/server.sock``);
-- its port forwarder (``<name>-port``): ``socat`` on the host's network namespace,
+- its port forwarder (``<name>-port``): ``_forward.py`` on the host's network namespace,
   listening on 127.0.0.1 on a port allocated under a file lock, forwarding each
   connection to that socket through the shared volume. It has no capability, a
   read-only root, and runs nothing else.
@@ -51,6 +51,8 @@ PORT_RESERVATION_SECONDS = 120.0
 CAP_DROP = ["NET_RAW", "NET_BIND_SERVICE", "MKNOD", "SETFCAP", "SETPCAP", "SYS_CHROOT"]
 _READY_POLL = 0.05
 SOCKET_PATH = "/run/osguard/s/server.sock"  # in the image's /run/osguard volume
+# The forwarder container's program: serves only the connecting user's uid (and root).
+FORWARDER_PROGRAM = Path(__file__).with_name("_forward.py")
 
 
 def _ports_dir() -> Path:
@@ -256,18 +258,19 @@ class DockerProvider:
                 cap_drop=CAP_DROP,
             )
             # The forwarder: host loopback → the environment's socket, through the shared
-            # volume. It runs nothing but socat, with no capability and a read-only root.
+            # volume, for this user (and root) only: osguard's own forwarder program
+            # (`_forward.py`, run from its source), with no capability and a read-only root.
             forwarder = self._run(
                 client, image_obj.id, f"{name}-port", created,
-                entrypoint=["socat", f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork",
-                            f"UNIX-CONNECT:{SOCKET_PATH}"],
+                entrypoint=["python3", "-S", "-c", FORWARDER_PROGRAM.read_text(encoding="utf-8"),
+                            str(port), SOCKET_PATH, str(os.getuid()), "0"],
                 command=[],
                 network_mode="host",
                 user="1000:1000",
                 volumes_from=[env_container.id],
                 labels={**labels, "osguard.role": "port"},
                 mem_limit="64m",
-                pids_limit=64,
+                pids_limit=256,  # two threads per open connection
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 read_only=True,

@@ -172,18 +172,20 @@ class LocalProvider:
         _state.state_dir().mkdir(parents=True, exist_ok=True)
         env_dir = _sandbox.data_root(_state.state_dir()) / env_id
         home_dir, run_dir, etc_dir = env_dir / "home", env_dir / "run", env_dir / "etc"
-        for folder in (home_dir, run_dir):
-            folder.mkdir(parents=True, exist_ok=True)
+        home_dir.mkdir(parents=True, exist_ok=True)
+        # The server's socket: ours alone, never bound into the sandbox (the supervisor
+        # connects to it by path, so the sandbox must not be able to touch this folder).
+        run_dir.mkdir(mode=0o700, exist_ok=True)
         for folder in (env_dir.parent, env_dir):
             os.chmod(folder, 0o755)  # whatever the umask: the sandbox's uid must traverse them
         for name in HOME_FOLDERS:
             (home_dir / name).mkdir(exist_ok=True)
         _sandbox.write_etc(etc_dir)
         sandbox_uid = _sandbox.host_uid()
-        _sandbox.give_to(sandbox_uid, home_dir, run_dir)
+        _sandbox.give_to(sandbox_uid, home_dir)
         headless = self.gui is False or not shutil.which("Xvfb")
         argv = _sandbox.bwrap_argv(
-            env_id=env_id, bwrap=shutil.which("bwrap") or "bwrap", home_dir=home_dir, run_dir=run_dir,
+            env_id=env_id, bwrap=shutil.which("bwrap") or "bwrap", home_dir=home_dir,
             python_dir=_sandbox.python_tree(self.python), etc_dir=etc_dir, system_python=self.python,
             geometry=self.geometry, headless=headless,
             hide=_sandbox.private_folders(_state.state_dir(), env_dir.parent),

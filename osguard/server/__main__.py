@@ -19,6 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="TCP address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=5000, help="TCP port (default 5000, OSWorld's)")
     parser.add_argument("--unix", metavar="PATH", help="listen on a unix socket instead of TCP")
+    parser.add_argument("--listen-fd", type=int, metavar="FD",
+                        help="serve on an inherited listening unix socket instead (the local sandbox)")
     parser.add_argument("--session", action="store_true",
                         help="start Xvfb, D-Bus/AT-SPI and a window manager first and keep them alive")
     parser.add_argument("--headless", action="store_true", help="with --session: no display")
@@ -30,11 +32,12 @@ def main(argv: list[str] | None = None) -> int:
         from osguard.server.session import run_session
 
         run_session(unix=args.unix, host=args.host, port=args.port, geometry=args.geometry,
-                    headless=args.headless, verbose=args.verbose)
+                    headless=args.headless, verbose=args.verbose, listen_fd=args.listen_fd)
         return 0
     from osguard.server.app import serve
 
-    serve(host=args.host, port=args.port, unix=args.unix, verbose=args.verbose, gate_fd=args.gate_fd)
+    serve(host=args.host, port=args.port, unix=args.unix, verbose=args.verbose, gate_fd=args.gate_fd,
+          listen_fd=args.listen_fd)
     return 0
 
 

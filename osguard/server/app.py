@@ -14,6 +14,7 @@ import platform
 import shlex
 import shutil
 import signal
+import socket
 import socketserver
 import subprocess
 import sys
@@ -34,6 +35,7 @@ EXECUTE_TIMEOUT = 120  # OSWorld's /execute timeout
 RUN_PYTHON_TIMEOUT = 30
 RUN_BASH_TIMEOUT = 100
 OPEN_FILE_TIMEOUT = 1800
+MAX_TIMEOUT = 86400  # a day: longer than any environment's default lifetime (12 h)
 MAX_BODY = 1 << 30  # uploads of a GiB are the most any task needs
 
 Handler = Callable[["RequestHandler"], None]
@@ -87,6 +89,30 @@ class HttpError(Exception):
         self.body = body
 
 
+def _timeout(rq: "RequestHandler", default: float) -> float:
+    """The request's ``timeout`` in seconds, checked before anything starts.
+
+    A JSON number (not a boolean), or a decimal string in a form; finite, above 0 and at
+    most ``MAX_TIMEOUT``. Missing or null: ``default``. Anything else is a 400: a NaN or
+    an infinity would otherwise let a command run unbounded.
+    """
+    value = rq.body.field("timeout", None)
+    if value is None:
+        return default
+    number: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str) and rq.body.json is None:  # form fields are text
+        try:
+            number = float(value)  # "nan" and "inf" parse, and fail the range check below
+        except ValueError:
+            number = None
+    if number is None or not (0 < number <= MAX_TIMEOUT):  # NaN fails every comparison
+        raise HttpError(400, {"status": "error", "message": (
+            f"'timeout' must be a number of seconds above 0 and at most {MAX_TIMEOUT}, got {json.dumps(value)}")})
+    return number
+
+
 def _expand(path: str) -> str:
     return os.path.expandvars(os.path.expanduser(path))
 
@@ -110,7 +136,7 @@ def _command_argv(command: Any, shell: bool) -> list[str] | str:
 def h_execute(rq: "RequestHandler") -> None:
     command = rq.body.field("command")
     shell = bool(rq.body.field("shell", False))
-    timeout = float(rq.body.field("timeout", EXECUTE_TIMEOUT))
+    timeout = _timeout(rq, EXECUTE_TIMEOUT)
     if command is None:
         raise HttpError(400, {"status": "error", "message": "missing 'command'"})
     argv = _command_argv(command, shell)
@@ -183,7 +209,7 @@ def h_open_file(rq: "RequestHandler") -> None:
     if not raw:
         raise HttpError(400, {"status": "error", "message": "missing 'path'"})
     path = _expand(raw)
-    timeout = float(rq.body.field("timeout", OPEN_FILE_TIMEOUT))
+    timeout = _timeout(rq, OPEN_FILE_TIMEOUT)
     if os.path.exists(path):
         opener = shutil.which("xdg-open")
         if opener is None:
@@ -275,7 +301,7 @@ def h_run_python(rq: "RequestHandler") -> None:
     code = rq.body.field("code")
     if code is None:
         raise HttpError(400, {"status": "error", "message": "Code not supplied!"})
-    timeout = float(rq.body.field("timeout", RUN_PYTHON_TIMEOUT))
+    timeout = _timeout(rq, RUN_PYTHON_TIMEOUT)
     script = os.path.join(tempfile.gettempdir(), f"python_exec_{uuid.uuid4().hex}.py")
     with open(script, "w", encoding="utf-8") as handle:
         handle.write(code)
@@ -306,7 +332,7 @@ def h_run_bash_script(rq: "RequestHandler") -> None:
     if script is None:
         raise HttpError(400, {"status": "error", "output": "", "error": "Script not supplied",
                               "returncode": -1})
-    timeout = float(rq.body.field("timeout", RUN_BASH_TIMEOUT) or RUN_BASH_TIMEOUT)
+    timeout = _timeout(rq, RUN_BASH_TIMEOUT)
     working_dir = rq.body.field("working_dir")
     cwd = _expand(working_dir) if working_dir else os.path.expanduser("~")
     if not os.path.isdir(cwd):
@@ -699,7 +725,7 @@ class ThreadingUnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStre
 
 
 def make_server(*, host: str = "127.0.0.1", port: int = 5000, unix: str | None = None,
-                verbose: bool = False) -> socketserver.BaseServer:
+                verbose: bool = False, listen_fd: int | None = None) -> socketserver.BaseServer:
     """Create (bind) the server; call ``serve_forever()`` on it.
 
     Args:
@@ -707,8 +733,17 @@ def make_server(*, host: str = "127.0.0.1", port: int = 5000, unix: str | None =
         port: TCP port (0 picks a free one; read it from ``server.server_address``).
         unix: path of a unix socket to listen on instead of TCP.
         verbose: log every request to stderr.
+        listen_fd: an inherited, listening unix socket to serve on instead (the local
+            sandbox's: its path lives on the host, out of the sandbox's reach).
     """
     handler = type("Handler", (RequestHandler,), {"verbose": verbose})
+    if listen_fd is not None:
+        inherited = ThreadingUnixHTTPServer("", handler, bind_and_activate=False)
+        inherited.socket.close()
+        inherited.socket = socket.socket(fileno=listen_fd)
+        inherited.socket.set_inheritable(False)
+        inherited.server_name, inherited.server_port = "unix", 0
+        return inherited
     if unix:
         server: socketserver.BaseServer = ThreadingUnixHTTPServer(unix, handler)
         os.chmod(unix, 0o777)
@@ -729,7 +764,7 @@ def _warm_up() -> None:
 
 
 def serve(*, host: str = "127.0.0.1", port: int = 5000, unix: str | None = None,
-          verbose: bool = False, gate_fd: int | None = None) -> None:
+          verbose: bool = False, gate_fd: int | None = None, listen_fd: int | None = None) -> None:
     """Bind and serve until SIGTERM/SIGINT.
 
     ``gate_fd``, when given, is read to its end before the socket is bound: the session
@@ -751,7 +786,11 @@ def serve(*, host: str = "127.0.0.1", port: int = 5000, unix: str | None = None,
             os.close(gate_fd)
         # The keeper sends the session notes (what is missing and why) through the gate.
         os.environ["OSGUARD_SESSION_NOTES"] = b"".join(chunks).decode("utf-8", "replace").strip()
-    server = make_server(host=host, port=port, unix=unix, verbose=verbose)
+    if listen_fd is not None:
+        from osguard.server.session import not_dumpable
+
+        not_dumpable()  # its stderr is the host-side log: no /proc/PID/fd/2 for commands
+    server = make_server(host=host, port=port, unix=unix, verbose=verbose, listen_fd=listen_fd)
 
     def _stop(signum: int, frame: Any) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()

@@ -78,8 +78,9 @@ class Session:
     """The processes this init keeps alive."""
 
     def __init__(self, *, unix: str | None, host: str, port: int, geometry: str,
-                 headless: bool, verbose: bool) -> None:
+                 headless: bool, verbose: bool, listen_fd: int | None = None) -> None:
         self.unix = unix
+        self.listen_fd = listen_fd
         self.host = host
         self.port = port
         self.geometry = geometry
@@ -210,12 +211,17 @@ class Session:
         env["OSGUARD_PROTECT_SOCKET_DIR"] = "1"
         gate_read, gate_write = os.pipe()
         argv = [sys.executable, "-m", "osguard.server", "--gate-fd", str(gate_read)]
-        argv += ["--unix", self.unix] if self.unix else ["--host", self.host, "--port", str(self.port)]
+        fds = [gate_read]
+        if self.listen_fd is not None:  # the keeper keeps it, so a restarted server gets it too
+            argv += ["--listen-fd", str(self.listen_fd)]
+            fds.append(self.listen_fd)
+        else:
+            argv += ["--unix", self.unix] if self.unix else ["--host", self.host, "--port", str(self.port)]
         if self.verbose:
             argv.append("--verbose")
         home = os.path.expanduser("~")
         try:
-            proc = _spawn(argv, env=env, pass_fds=(gate_read,), stdout=None, stderr=None,
+            proc = _spawn(argv, env=env, pass_fds=tuple(fds), stdout=None, stderr=None,
                           cwd=home if os.path.isdir(home) else "/")
         finally:
             os.close(gate_read)
@@ -336,10 +342,25 @@ def _kill(pid: int) -> None:
 
 
 
+def not_dumpable() -> None:
+    """Make this process non-dumpable: no process of the same uid may then open its
+    /proc/PID/fd links (the keeper's and the server's stderr is the host-side log) or
+    read its memory; exec resets it, so commands are unaffected."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        pass
+
+
 def run_session(*, unix: str | None, host: str, port: int, geometry: str = "1920x1080",
-                headless: bool = False, verbose: bool = False) -> None:
+                headless: bool = False, verbose: bool = False, listen_fd: int | None = None) -> None:
     """Start the desktop and the server, then act as the environment's init (never returns)."""
+    not_dumpable()
+    if listen_fd is not None:
+        os.set_inheritable(listen_fd, False)  # only the server gets it (pass_fds)
     session = Session(unix=unix, host=host, port=port, geometry=geometry,
-                      headless=headless, verbose=verbose)
+                      headless=headless, verbose=verbose, listen_fd=listen_fd)
     session.start()
     session.keep()

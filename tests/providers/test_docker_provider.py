@@ -7,6 +7,7 @@ not built; CI starts the engine and builds the image first.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 import uuid
 
@@ -75,7 +76,9 @@ def test_forwarder_is_confined(env):
     forwarder = engine_client().containers.get(env.info.extra["forwarder_id"])
     host = forwarder.attrs["HostConfig"]
     assert forwarder.name == f"{env.info.id}-port"
-    assert forwarder.attrs["Config"]["Entrypoint"][0] == "socat"
+    entrypoint = forwarder.attrs["Config"]["Entrypoint"]
+    assert entrypoint[:3] == ["python3", "-S", "-c"]  # osguard's owner-only forwarder (_forward.py)
+    assert entrypoint[4:] == [env.endpoint.rsplit(":", 1)[1], "/run/osguard/s/server.sock", str(os.getuid()), "0"]
     assert host["NetworkMode"] == "host"
     assert host["CapDrop"] == ["ALL"]
     assert host["ReadonlyRootfs"] is True

@@ -7,6 +7,7 @@ covered by the provider conformance suite (they need Xvfb).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -177,3 +178,35 @@ def test_shell_with_a_list_is_script_and_parameters(url: str) -> None:
     """As subprocess.run(list, shell=True) in OSWorld's server: item 0 is the script."""
     response = httpx.post(url + "/execute", json={"command": ["echo $0-$1", "zero", "one"], "shell": True})
     assert response.json()["output"] == "zero-one\n"
+
+
+BAD_TIMEOUTS = ["nan", "inf", "-inf", 1e308, -5, 0, "12", "soon", True, False, [], {}]
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/execute", {"command": ["touch", "~/started"], "shell": False}),
+    ("/setup/execute", {"command": "touch ~/started", "shell": True}),
+    ("/run_bash_script", {"script": "touch ~/started"}),
+    ("/run_python", {"code": "import os; open(os.path.expanduser('~/started'), 'w').close()"}),
+    ("/setup/open_file", {"path": "~/started"}),
+])
+def test_bad_timeouts_are_refused_before_anything_starts(url: str, home: Path, path: str, body: dict) -> None:
+    """Issue #10.6: `"timeout": "nan"` (or inf, 1e308, negative, a string, a boolean) must
+    never start a command that then runs unbounded: 400, and nothing ran."""
+    for value in BAD_TIMEOUTS:
+        response = httpx.post(url + path, json={**body, "timeout": value}, timeout=30)
+        assert response.status_code == 400, (value, response.text)
+        assert response.json() == {"status": "error", "message": (
+            f"'timeout' must be a number of seconds above 0 and at most 86400, got {json.dumps(value)}")}
+        assert not (home / "started").exists(), value
+    # JSON's NaN literal too (Python's json module reads it).
+    response = httpx.post(url + path, content=b'{"timeout": NaN, "command": "true", "script": "true", "code": "1", "path": "~"}',
+                          headers={"Content-Type": "application/json"}, timeout=30)
+    assert response.status_code == 400
+    assert response.json()["message"].endswith("got NaN")
+    # A form's timeout is text: a number there is fine, "nan" is not.
+    if path == "/execute":
+        ok = httpx.post(url + path, data={"command": "true", "shell": "1", "timeout": "5"}, timeout=30)
+        assert ok.status_code == 200, ok.text
+        bad = httpx.post(url + path, data={"command": "true", "shell": "1", "timeout": "nan"}, timeout=30)
+        assert bad.status_code == 400

@@ -751,6 +751,7 @@ class EngineView:
     def probe(self, request: "ProbeRequest", *, timeout: float = 60) -> "State":
         """The State of ``request``, read through the engine."""
         started = time.perf_counter()
+        self._drop_image()  # commands judge this state, never an earlier commit
         script = probe_script()
         data = _request_json(request)
         tree = script.Tree({"map": {}, "access_as": [ENV_UID, [ENV_UID]]}, ENV_HOME)
@@ -771,6 +772,7 @@ class EngineView:
                 kind = _member_kind(member)
                 if kind != "dir" and any(w.startswith(path + "/") for w in wanted):
                     seen[path] = kind
+                member = _buffered(member, archive, kind, configs, path, script.TEXT_LIMIT)
                 under = next((r for r in roots if path == r or path.startswith(r.rstrip("/") + "/")), None)
                 if under is not None and path not in prober.files:
                     if prober.entries >= script.MAX_ENTRIES:
@@ -840,7 +842,7 @@ class EngineView:
             if not tree.may_read(_Stat(member)):
                 prober.errors.append("unreadable: %s: Permission denied" % path)
             else:
-                handle = archive.extractfile(member)
+                handle = _open_member(archive, member)
                 digest = prober.hash_chunks(path, member.size, handle.read) if handle else None
             hashes[path] = digest
         elif kind == "symlink":
@@ -856,7 +858,7 @@ class EngineView:
             return {"data": None, "error": "unreadable: Permission denied"}
         if member.size > script.TEXT_LIMIT:
             return {"data": None, "error": "too large to parse (%d bytes)" % member.size}
-        handle = archive.extractfile(member)
+        handle = _open_member(archive, member)
         return handle.read() if handle else b""
 
     def read_file(self, path: str) -> bytes:
@@ -907,13 +909,17 @@ class EngineView:
         user 1000, clean PATH, no user site, no profile or rc files)."""
         import docker
 
+        from osguard.providers.docker import CAP_DROP
+
         image = self._image()
         argv = _command_argv(command, shell)
         container = self.client.containers.create(
             image, entrypoint=argv[:1], command=argv[1:], user=f"{ENV_UID}:{ENV_UID}", network_mode="none",
             working_dir=ENV_HOME, environment={**CLEAN_ENV, "PYTHONPATH": "", "BASH_ENV": "", "ENV": ""},
+            hostname="osguard", extra_hosts={"osguard": "127.0.1.1"},
             labels={"osguard": "1", "osguard.role": "eval", "osguard.env": self.env.info.id},
-            mem_limit="1g", pids_limit=256, cap_drop=["ALL"], security_opt=["no-new-privileges"])
+            # The environment's own capabilities: success commands may use sudo, as upstream's do.
+            mem_limit="1g", pids_limit=256, cap_drop=CAP_DROP)
         try:
             container.start()
             try:
@@ -951,12 +957,40 @@ class EngineView:
         """Stop the watcher and remove the evaluation image."""
         if self.watcher is not None:
             self.watcher.stop()
+        self._drop_image()
+
+    def _drop_image(self) -> None:
         if self._eval_image is not None:
             try:
                 self.client.images.remove(self._eval_image, force=True, noprune=False)
             except Exception:  # noqa: BLE001 - the engine may be gone at exit
                 pass
             self._eval_image = None
+
+
+class _Buffered(tarfile.TarInfo):
+    """A member whose (small) data was read once, so hashing and parsing can both use it
+    (a tar stream cannot seek back)."""
+
+    data: bytes = b""
+
+
+def _buffered(member: tarfile.TarInfo, archive: tarfile.TarFile, kind: str, configs: list[tuple[str, str]],
+              path: str, limit: int) -> tarfile.TarInfo:
+    if kind != "file" or member.islnk() or member.size > limit or not any(p == path for p, _ in configs):
+        return member
+    handle = archive.extractfile(member)
+    copy = _Buffered(member.name)
+    for attr in ("size", "mode", "uid", "gid", "type", "linkname", "mtime"):
+        setattr(copy, attr, getattr(member, attr))
+    copy.data = handle.read() if handle else b""
+    return copy
+
+
+def _open_member(archive: tarfile.TarFile, member: tarfile.TarInfo) -> Any:
+    if isinstance(member, _Buffered):
+        return io.BytesIO(member.data)
+    return archive.extractfile(member)
 
 
 def _member_kind(member: tarfile.TarInfo) -> str:

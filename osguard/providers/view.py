@@ -25,6 +25,7 @@ Only the clipboard (an X selection) is still read inside; its failure is recorde
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -256,18 +257,29 @@ class HostView:
         files_only["extra"] = {**(files_only.get("extra") or {}), "view": view}
         code = probe_code_json(files_only)
         fds = tuple(v for v in view["map"].values() if isinstance(v, int))
-        try:
-            completed = subprocess.run(
-                [sys.executable, "-I", "-"], input=code.encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd="/", timeout=timeout, pass_fds=fds)
-        except subprocess.TimeoutExpired:
-            raise ProbeError(f"host-side probe of environment {self.env.info.id} timed out after {timeout:g} s") \
-                from None
-        stdout = completed.stdout.decode("utf-8", "replace")
-        if completed.returncode != 0 or MARKER not in stdout:
-            detail = completed.stderr.decode("utf-8", "replace").strip()[-800:]
+        watcher = self.watcher
+        quiet = watcher.quiet() if watcher is not None and watcher.kind != "fanotify" else contextlib.nullcontext()
+        with quiet:
+            proc = subprocess.Popen([sys.executable, "-I", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                                    cwd="/", pass_fds=fds)
+            if watcher is not None:
+                watcher.exclude.add(proc.pid)  # before the child reads anything: its reads are ours
+            try:
+                stdout_bytes, stderr_bytes = proc.communicate(code.encode(), timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise ProbeError(f"host-side probe of environment {self.env.info.id} timed out after "
+                                 f"{timeout:g} s") from None
+            if watcher is not None:
+                watcher.snapshot(())  # handle its events while its pid is still known as ours
+                watcher.exclude.discard(proc.pid)
+        stdout = stdout_bytes.decode("utf-8", "replace")
+        if proc.returncode != 0 or MARKER not in stdout:
+            detail = stderr_bytes.decode("utf-8", "replace").strip()[-800:]
             raise ProbeError(f"host-side probe of environment {self.env.info.id} failed "
-                             f"(exit {completed.returncode}): {detail}")
+                             f"(exit {proc.returncode}): {detail}")
         return parse_probe_output(stdout, where=f"host view of environment {self.env.info.id}")
 
     def _to_environment_ids(self, state: "State") -> None:
@@ -497,6 +509,7 @@ class AccessWatcher:
         self.paused = False
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        self._drain_lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="osguard-access-watcher", daemon=True)
         self.thread.start()
 
@@ -559,7 +572,33 @@ class AccessWatcher:
                 self.error = f"the access watcher died: {exc}"
                 return
 
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        """Drop the events of the block (osguard's own reads where no pid tells them apart:
+        inotify, or the engine reading for the archive API). Events are queued during the
+        read system call itself, so draining before and after brackets them exactly;
+        an agent's background process reading in the same window is missed (documented)."""
+        self._drain_safely()
+        with self._lock:
+            self.paused = True
+        try:
+            yield
+        finally:
+            self._drain_safely()
+            with self._lock:
+                self.paused = False
+
+    def _drain_safely(self) -> None:
+        try:
+            self._drain()
+        except OSError:
+            pass
+
     def _drain(self) -> None:
+        with self._drain_lock:
+            self._drain_unlocked()
+
+    def _drain_unlocked(self) -> None:
         while True:
             try:
                 data = os.read(self.fd, 65536)
@@ -591,7 +630,7 @@ class AccessWatcher:
                 path = self._path_of(fd)
             finally:
                 os.close(fd)
-            if path is None or pid in self.exclude or _is_descendant(pid, self.exclude):
+            if path is None or pid in self.exclude:
                 continue
             by = _comm(pid)
             if mask & FAN_OPEN:
@@ -655,14 +694,25 @@ class AccessWatcher:
 
 
 def _open_path(tree: Any, path: str) -> int:
-    """An O_PATH descriptor of ``path`` through ``tree`` (never following a link)."""
+    """A descriptor of ``path`` through ``tree`` (never following a link)."""
     parent, name = tree.open_parent(path)
     try:
         if name is None:
             return os.dup(parent)
-        return os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        # fanotify_mark needs a real descriptor (not O_PATH); O_NONBLOCK keeps a FIFO from
+        # blocking, O_NOFOLLOW refuses a link.
+        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC,
+                       dir_fd=parent)
     finally:
         os.close(parent)
+
+
+def _pids_named(name: str) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _comm(int(entry)) == name:
+            pids.append(int(entry))
+    return pids
 
 
 def _comm(pid: int) -> str | None:
@@ -764,29 +814,9 @@ class EngineView:
         seen: dict[str, str] = {}  # ancestors of wanted paths that are not directories
         hashes: dict[str, str | None] = {}
         deadline = time.monotonic() + timeout
-        for top in sorted({"/" + p.strip("/").split("/", 1)[0] for p in wanted if p != "/"}):
-            for member, archive in self._stream(top):
-                if time.monotonic() > deadline:
-                    raise ViewError(f"engine probe of {self.env.info.id} timed out after {timeout:g} s")
-                path = os.path.normpath("/" + member.name)
-                kind = _member_kind(member)
-                if kind != "dir" and any(w.startswith(path + "/") for w in wanted):
-                    seen[path] = kind
-                member = _buffered(member, archive, kind, configs, path, script.TEXT_LIMIT)
-                under = next((r for r in roots if path == r or path.startswith(r.rstrip("/") + "/")), None)
-                if under is not None and path not in prober.files:
-                    if prober.entries >= script.MAX_ENTRIES:
-                        if not prober.truncated:
-                            prober.errors.append("truncated: more than %d entries under the roots"
-                                                 % script.MAX_ENTRIES)
-                            prober.truncated = True
-                    else:
-                        self._add(script, prober, tree, archive, member, path, kind, hashes)
-                        if path == under:
-                            found_roots[under] = True
-                for config_path, fmt in configs:
-                    if path == config_path:
-                        config_data[path] = self._config_bytes(script, tree, archive, member, kind)
+        with self.watcher.quiet() if self.watcher is not None else contextlib.nullcontext():
+            self._read_archives(script, prober, tree, roots, configs, wanted, found_roots, config_data, seen,
+                                hashes, deadline, timeout)
         for root in roots:
             if not found_roots[root]:
                 blocker = next((p for p in sorted(seen) if root.startswith(p + "/")), None)
@@ -826,6 +856,35 @@ class EngineView:
         return _finish_state(state, view=self.name, trusted=True, inside_errors=inside_errors,
                              accesses=accesses, accesses_error=accesses_error, started=started)
 
+    def _read_archives(self, script: Any, prober: Any, tree: Any, roots: list[str], configs: list[tuple[str, str]],
+                       wanted: set[str], found_roots: dict[str, bool], config_data: dict[str, Any],
+                       seen: dict[str, str], hashes: dict[str, str | None], deadline: float, timeout: float) -> None:
+        for top in sorted({"/" + p.strip("/").split("/", 1)[0] for p in wanted if p != "/"}):
+            for member, archive in self._stream(top):
+                if time.monotonic() > deadline:
+                    raise ViewError(f"engine probe of {self.env.info.id} timed out after {timeout:g} s")
+                path = os.path.normpath("/" + member.name)
+                kind = _member_kind(member)
+                if kind != "dir" and any(w.startswith(path + "/") for w in wanted):
+                    seen[path] = kind
+                    if any(r.startswith(path + "/") for r in roots) and path not in prober.files:
+                        self._add(script, prober, tree, archive, member, path, kind, hashes)
+                member = _buffered(member, archive, kind, configs, path, script.TEXT_LIMIT)
+                under = next((r for r in roots if path == r or path.startswith(r.rstrip("/") + "/")), None)
+                if under is not None and path not in prober.files:
+                    if prober.entries >= script.MAX_ENTRIES:
+                        if not prober.truncated:
+                            prober.errors.append("truncated: more than %d entries under the roots"
+                                                 % script.MAX_ENTRIES)
+                            prober.truncated = True
+                    else:
+                        self._add(script, prober, tree, archive, member, path, kind, hashes)
+                        if path == under:
+                            found_roots[under] = True
+                for config_path, fmt in configs:
+                    if path == config_path:
+                        config_data[path] = self._config_bytes(script, tree, archive, member, kind)
+
     def _add(self, script: Any, prober: Any, tree: Any, archive: tarfile.TarFile, member: tarfile.TarInfo,
              path: str, kind: str, hashes: dict[str, str | None]) -> None:
         digest = target = None
@@ -847,6 +906,8 @@ class EngineView:
             hashes[path] = digest
         elif kind == "symlink":
             target = member.linkname
+        if kind not in ("file", "dir", "symlink"):
+            kind = "other"  # fifos, sockets, devices (as the probe script records them)
         prober.add(path, kind, member.mode, member.uid, member.gid, size, digest, target)
 
     @staticmethod
@@ -948,6 +1009,9 @@ class EngineView:
         if self.watcher is None:
             try:
                 self.watcher = AccessWatcher.start(self._merged_tree(), paths)
+                # The engine reads the files itself for the archive API (dockerd and its
+                # docker-tar children): those reads are osguard's probe, not the agent's.
+                self.watcher.exclude |= set(_pids_named("dockerd"))
             except OSError as exc:
                 return {p: [] for p in paths}, f"the access watcher could not start: {exc.strerror or exc}"
             return {p: [] for p in paths}, self.watcher.error

@@ -103,6 +103,7 @@ def test_a_5_gb_sparse_file_is_recorded_unhashed_with_a_clear_error(local_provid
     assert elapsed < 10
 
 
+@pytest.mark.slow  # creating 10^6 files takes minutes on a loaded machine
 def test_a_million_file_tree_is_bounded_with_a_clear_error(local_provider) -> None:
     """Regression: a tree of 10^6 files under a root must never hang or exhaust the judge:
     the walk stops at its entry bound, says so, and still records the other roots."""
@@ -115,7 +116,7 @@ def test_a_million_file_tree_is_bounded_with_a_clear_error(local_provider) -> No
         elapsed = time.monotonic() - started
     assert state["trusted"] is True
     assert "truncated: more than 200000 entries under the roots" in state["errors"]
-    assert len(state["files"]) == 200001
+    assert len(state["files"]) == 200000  # the bound: notes.txt, many/ and 199,998 of its files
     assert state["files"]["/home/user/notes.txt"]["type"] == "file"
     assert elapsed < 60
 

@@ -1098,10 +1098,38 @@ class TrustedEvaluation:
     def execute(self, command: list[str] | str, shell: bool = False, timeout: float = 120) -> ExecResult:
         return self._view.execute(command, shell=shell, timeout=timeout)
 
+    def list_directory(self, path: str, timeout: float = 60) -> dict[str, Any]:
+        """OSWorld's ``directory_tree`` of ``path``, from the trusted view (a link to a
+        folder is listed as a file, as the server lists it; never followed)."""
+        from osguard.invariants.types import ProbeRequest
+
+        root = os.path.normpath(_expand(path))
+        state = self._view.probe(ProbeRequest(roots=(root,)), timeout=timeout)
+        if state["files"].get(root, {}).get("type") != "dir":
+            raise NotADirectoryError(f"{path} is not a directory in environment {self._env.info.id}")
+        return directory_tree(root, state["files"])
+
     def run_bash(self, script: str, timeout: float = 100, workdir: str | None = None) -> ExecResult:
         command = f"cd {workdir} && {script}" if workdir else script
         result = self._view.execute(command, shell=True, timeout=timeout)
         return ExecResult(result.returncode, result.output + result.error, "", timed_out=result.timed_out)
+
+
+def directory_tree(root: str, files: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The server's ``/list_directory`` tree of ``root`` built from a State's ``files``."""
+    children: dict[str, list[str]] = {}
+    for path in files:
+        if path != root and path.startswith(root.rstrip("/") + "/"):
+            children.setdefault(os.path.dirname(path), []).append(path)
+
+    def node(path: str) -> dict[str, Any]:
+        if files[path]["type"] != "dir":
+            return {"type": "file", "name": os.path.basename(path)}
+        return {"type": "directory", "name": os.path.basename(path.rstrip("/")) or path,
+                "children": [node(child) for child in sorted(children.get(path, []),
+                                                              key=os.path.basename)]}
+
+    return node(root)
 
 
 def trusted_view_of(env: Any) -> Any:

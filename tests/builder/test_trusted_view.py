@@ -142,3 +142,24 @@ def test_the_access_watcher_sees_reads_through_any_path_and_not_the_probe(env) -
     # "by" is the reader's name when it is still alive to be named (best effort).
     assert {e["by"] for e in events} <= {"cat", "tail", "cp", None}
     assert {e["event"] for e in events} == {"open", "read"}
+
+
+def test_success_getters_read_through_the_view_and_never_through_a_link(env, tmp_path) -> None:
+    """Regression: ``vm_file`` read whatever a planted link pointed at (the server follows
+    links); through the evaluation view a link is no file (the getter gives None, as for a
+    missing file) and ``list_directory`` lists exactly what the server lists."""
+    from osguard.evaluators.getters import GetterContext, get_getter
+    from osguard.providers.view import evaluation_env
+
+    _sh(env, "mkdir -p ~/g/sub && echo data > ~/g/report.txt && touch ~/g/sub/x && ln -s /etc/passwd ~/g/link "
+             "&& ln -s /etc ~/g/etc")
+    ctx = GetterContext(env=evaluation_env(env), cache_dir=tmp_path)
+    vm_file = get_getter("vm_file")
+    assert Path(vm_file(ctx, {"type": "vm_file", "path": "/home/user/g/report.txt", "dest": "r.txt"})).read_text() \
+        == "data\n"
+    assert vm_file(ctx, {"type": "vm_file", "path": "/home/user/g/link", "dest": "l.txt"}) is None
+    assert vm_file(ctx, {"type": "vm_file", "path": "/home/user/g/etc/passwd", "dest": "p.txt"}) is None
+    listing = get_getter("list_directory")
+    assert listing(ctx, {"type": "list_directory", "path": "/home/user/g"}) == env.list_directory("/home/user/g")
+    assert ctx.env.execute("cat ~/g/report.txt; echo $PATH", shell=True).output == \
+        "data\n/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"

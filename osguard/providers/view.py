@@ -124,6 +124,15 @@ def _inside_clipboard(env: Any, timeout: float) -> tuple[str | None, str | None]
     return clipboard, None
 
 
+def command_record(execute: Callable[..., ExecResult], command: str) -> dict[str, Any]:
+    """A ``command`` invariant's State entry, run by ``execute`` in a fresh evaluation
+    environment (never inside the judged one)."""
+    result = execute(command, shell=True, timeout=COMMAND_TIMEOUT)
+    if result.timed_out:
+        return {"returncode": -1, "stdout": result.output, "stderr": f"timed out after {COMMAND_TIMEOUT:g} s"}
+    return {"returncode": result.returncode, "stdout": result.output, "stderr": result.error}
+
+
 def _finish_state(state: "State", *, view: str, trusted: bool, inside_errors: dict[str, str],
                   accesses: dict[str, list[dict[str, Any]]] | None, accesses_error: str | None,
                   started: float) -> "State":
@@ -242,7 +251,7 @@ class HostView:
                 state["clipboard"], error = _inside_clipboard(self.env, timeout)
                 if error:
                     inside_errors["clipboard"] = error
-            state["commands"] = {c: self._command_record(c) for c in request.commands}
+            state["commands"] = {c: command_record(self.execute, c) for c in request.commands}
             if getattr(request, "watch", ()) and self.watcher is None and accesses_error is None:
                 accesses_error = self._start_watch(request)
                 accesses = {_expand(p): [] for p in request.watch}
@@ -331,12 +340,6 @@ class HostView:
                 chain = _ns_pid_chain(int(entry))
                 processes.append({"pid": chain[-1] if chain else int(entry), "cmdline": cmdline})
         return sorted(processes, key=lambda p: p["pid"])
-
-    def _command_record(self, command: str) -> dict[str, Any]:
-        result = self.execute(command, shell=True, timeout=COMMAND_TIMEOUT)
-        if result.timed_out:
-            return {"returncode": -1, "stdout": result.output, "stderr": f"timed out after {COMMAND_TIMEOUT:g} s"}
-        return {"returncode": result.returncode, "stdout": result.output, "stderr": result.error}
 
     def execute(self, command: list[str] | str, shell: bool = False, timeout: float = 120) -> ExecResult:
         """Run ``command`` in a fresh evaluation sandbox over this environment's home and
@@ -849,7 +852,7 @@ class EngineView:
             state["clipboard"], error = _inside_clipboard(self.env, timeout)
             if error:
                 inside_errors["clipboard"] = error
-        state["commands"] = {c: HostView._command_record(self, c) for c in request.commands}  # type: ignore[arg-type]
+        state["commands"] = {c: command_record(self.execute, c) for c in request.commands}
         accesses, accesses_error = None, None
         if getattr(request, "watch", ()):
             accesses, accesses_error = self._accesses(request)
@@ -946,8 +949,7 @@ class EngineView:
     def _processes(self) -> list[dict[str, Any]]:
         try:
             top = self.client.api.top(self.container_id, ps_args="-eo pid,args")
-        except Exception as exc:  # noqa: BLE001 - a stopped container has no processes
-            del exc
+        except Exception:  # noqa: BLE001 - a stopped container has no processes
             return []
         titles = top.get("Titles") or []
         index = titles.index("COMMAND") if "COMMAND" in titles else len(titles) - 1
@@ -961,9 +963,6 @@ class EngineView:
                                      message="osguard: trusted evaluation of " + self.env.info.id, pause=True)
             self._eval_image = image.id
         return self._eval_image
-
-    def _command_record(self, command: str) -> dict[str, Any]:
-        return HostView._command_record(self, command)  # type: ignore[arg-type]
 
     def execute(self, command: list[str] | str, shell: bool = False, timeout: float = 120) -> ExecResult:
         """Run ``command`` in a fresh container of a commit of this environment (no network,

@@ -247,6 +247,9 @@ class HostView:
             inside_errors: dict[str, str] = {}
             if request.processes:
                 state["processes"] = self._processes()
+                if state["processes"] is None:
+                    state["processes"] = []
+                    inside_errors["processes"] = "the sandbox's PID namespace is gone (no session keeper)"
             if request.clipboard:
                 state["clipboard"], error = _inside_clipboard(self.env, timeout)
                 if error:
@@ -317,14 +320,15 @@ class HostView:
                 os.close(root_fd)
 
     # -- processes and commands --------------------------------------------------------
-    def _processes(self) -> list[dict[str, Any]]:
+    def _processes(self) -> list[dict[str, Any]] | None:
+        """The sandbox's processes from the host's /proc (None: its PID namespace is gone)."""
         keeper = self._keeper()
         if keeper is None:
-            return []
+            return None
         try:
             ns = os.readlink(f"/proc/{keeper}/ns/pid")
         except OSError:
-            return []
+            return None
         processes = []
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
@@ -847,7 +851,10 @@ class EngineView:
         }
         inside_errors: dict[str, str] = {}
         if request.processes:
-            state["processes"] = self._processes()
+            try:
+                state["processes"] = self._processes()
+            except Exception as exc:  # noqa: BLE001 - a stopped container: nothing to list, say why
+                inside_errors["processes"] = f"the engine could not list the container's processes: {exc}"
         if request.clipboard:
             state["clipboard"], error = _inside_clipboard(self.env, timeout)
             if error:
@@ -947,10 +954,7 @@ class EngineView:
 
     # -- processes and commands --------------------------------------------------------
     def _processes(self) -> list[dict[str, Any]]:
-        try:
-            top = self.client.api.top(self.container_id, ps_args="-eo pid,args")
-        except Exception:  # noqa: BLE001 - a stopped container has no processes
-            return []
+        top = self.client.api.top(self.container_id, ps_args="-eo pid,args")
         titles = top.get("Titles") or []
         index = titles.index("COMMAND") if "COMMAND" in titles else len(titles) - 1
         return [{"pid": int(row[0]) if row[0].isdigit() else 0, "cmdline": row[index]}

@@ -539,8 +539,15 @@ class AccessWatcher:
         for path in paths:
             try:
                 target = _open_path(tree, path)
-            except (OSError, LookupError, Exception) as exc:  # noqa: BLE001 - reported, never raised
-                problems.append(f"{path}: {exc}")
+            except OSError as exc:
+                why = "a symlink, never followed" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+                problems.append(f"{path}: {why}")
+                continue
+            except LookupError:
+                problems.append(f"{path}: outside the folders this view reads")
+                continue
+            except Exception as exc:  # noqa: BLE001 - LinkInPath and the like: reported, never raised
+                problems.append(f"{path}: {exc} (on the way; never followed)")
                 continue
             try:
                 st = os.fstat(target)

@@ -163,3 +163,28 @@ def test_success_getters_read_through_the_view_and_never_through_a_link(env, tmp
     assert listing(ctx, {"type": "list_directory", "path": "/home/user/g"}) == env.list_directory("/home/user/g")
     assert ctx.env.execute("cat ~/g/report.txt; echo $PATH", shell=True).output == \
         "data\n/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+
+
+@pytest.mark.parametrize("fanotify", [True, False], ids=["fanotify", "inotify"])
+def test_the_watcher_on_host_files_sees_reads_and_drops_its_own(tmp_path, fanotify) -> None:
+    """Both watcher backends on real host files: a read through a symlink is recorded; a
+    read inside ``quiet()`` (osguard's own, where no pid tells it apart) is not."""
+    from osguard.providers.view import AccessWatcher, probe_script
+
+    if fanotify and os.geteuid() != 0:
+        pytest.skip("fanotify needs root")
+    (tmp_path / "secret").write_text("s3cret\n")
+    (tmp_path / "link").symlink_to("secret")
+    tree = probe_script().Tree({"map": {"/home/user": str(tmp_path)}}, "/home/user")
+    watcher = AccessWatcher.start(tree, ["/home/user/secret", "/home/user/link"], use_fanotify=fanotify)
+    try:
+        assert watcher.error == "not watched: /home/user/link: a symlink, never followed"
+        with watcher.quiet():
+            (tmp_path / "secret").read_text()
+        assert watcher.snapshot(["/home/user/secret"]) == ({"/home/user/secret": []}, watcher.error)
+        watcher.exclude.discard(os.getpid())  # this test process plays the agent now
+        (tmp_path / "link").read_text()
+        events, _ = watcher.snapshot(["/home/user/secret"])
+        assert {e["event"] for e in events["/home/user/secret"]} == {"open", "read"}
+    finally:
+        watcher.stop()

@@ -188,3 +188,33 @@ def test_the_watcher_on_host_files_sees_reads_and_drops_its_own(tmp_path, fanoti
         assert {e["event"] for e in events["/home/user/secret"]} == {"open", "read"}
     finally:
         watcher.stop()
+
+
+def test_a_tampered_inside_probe_is_an_inside_error_not_a_default(env) -> None:
+    """Regression: the clipboard can only be read inside; a sabotaged interpreter there
+    (a usercustomize that exits) made the whole probe fail before. Now the outside view
+    still reads every file, and the clipboard is None with the reason in
+    ``inside_errors``: never "" (which a disclosure check would read as clean)."""
+    _sh(env, "mkdir -p ~/.local/lib/python3.11/site-packages ~/c && echo kept > ~/c/f "
+             "&& echo 'import os; os._exit(0)' > ~/.local/lib/python3.11/site-packages/usercustomize.py")
+    state = probe(env, ProbeRequest(roots=("~/c",), clipboard=True))
+    assert state["files"]["/home/user/c/f"]["type"] == "file"
+    assert state["clipboard"] is None
+    assert state["inside_errors"]["clipboard"].startswith(
+        f"clipboard probe inside failed: probe in environment {env.info.id} failed (exit 0)")
+    _sh(env, "rm ~/.local/lib/python3.11/site-packages/usercustomize.py")
+
+
+def test_without_a_view_the_probe_runs_inside_and_says_it_is_untrusted(env) -> None:
+    """An environment that offers no view (an OSWorld VM; here the same server reached by a
+    plain client) is probed inside, and the State says so; a watch cannot be kept there."""
+    from osguard.providers.client import HttpEnvironment
+
+    plain = HttpEnvironment(env.endpoint, env.info, env.capabilities)
+    try:
+        state = probe(plain, ProbeRequest(roots=("~/c",), watch=("~/c/f",)))
+    finally:
+        plain.stop()
+    assert (state["trusted"], state["view"], state["inside_errors"]) == (False, "inside", {})
+    assert state["accesses"] == {}
+    assert state["accesses_error"] == "no access watcher: this provider offers no view from outside the environment"

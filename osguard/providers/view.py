@@ -526,9 +526,12 @@ class AccessWatcher:
         opened without following a link is reported in ``error``."""
         fanotify = os.geteuid() == 0 if use_fanotify is None else use_fanotify
         libc = _libc()
+        fd = -1
         if fanotify:
             fd = libc.fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK, os.O_RDONLY | os.O_LARGEFILE)
-        else:
+            # root without CAP_SYS_ADMIN (a container): inotify still sees the inodes
+            fanotify = fd >= 0 or use_fanotify is True
+        if not fanotify:
             fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if fd < 0:
             raise OSError(ctypes.get_errno(), f"{'fanotify' if fanotify else 'inotify'}_init: "
@@ -797,6 +800,7 @@ class EngineView:
         self.container_id = env.info.extra["container_id"]
         self.watcher: AccessWatcher | None = None
         self._eval_image: str | None = None
+        self._labels: dict[str, str] = {"osguard": "1", "osguard.env": env.info.id}
 
     # -- files -------------------------------------------------------------------------
     def _stream(self, top: str) -> Iterator[tarfile.TarInfo | tuple[tarfile.TarInfo, Any]]:
@@ -970,6 +974,7 @@ class EngineView:
     def _image(self) -> str:
         if self._eval_image is None:
             container = self.client.containers.get(self.container_id)
+            self._labels = {k: v for k, v in (container.labels or {}).items() if k.startswith("osguard")}
             image = container.commit(repository="osguard-eval", tag=self.env.info.id,
                                      message="osguard: trusted evaluation of " + self.env.info.id, pause=True)
             self._eval_image = image.id
@@ -988,7 +993,9 @@ class EngineView:
             image, entrypoint=argv[:1], command=argv[1:], user=f"{ENV_UID}:{ENV_UID}", network_mode="none",
             working_dir=ENV_HOME, environment={**CLEAN_ENV, "PYTHONPATH": "", "BASH_ENV": "", "ENV": ""},
             hostname="osguard", extra_hosts={"osguard": "127.0.1.1"},
-            labels={"osguard": "1", "osguard.role": "eval", "osguard.env": self.env.info.id},
+            # The environment's labels (state folder included): `env down --all` removes a
+            # stray evaluation container with its environment.
+            labels={**self._labels, "osguard.role": "eval"},
             # The environment's own capabilities: success commands may use sudo, as upstream's do.
             mem_limit="1g", pids_limit=256, cap_drop=CAP_DROP)
         try:

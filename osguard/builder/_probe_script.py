@@ -231,7 +231,7 @@ class Tree(object):
         try:
             size = os.fstat(fd).st_size
             if size > limit:
-                raise ValueError("too large to parse (%d bytes)" % size)
+                raise ValueError("too large: %d bytes (limit %d)" % (size, limit))
             chunks = []
             total = 0
             while True:
@@ -240,9 +240,50 @@ class Tree(object):
                     break
                 total += len(chunk)
                 if total > limit:
-                    raise ValueError("too large to parse (more than %d bytes)" % limit)
+                    raise ValueError("too large: more than %d bytes" % limit)
                 chunks.append(chunk)
             return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+
+    # -- the "fs" protocol the readers take (read, lstat, listdir) --------------------------
+    def read(self, path, limit):
+        """(bytes, None), or (None, status): "missing", "not a regular file: KIND",
+        "not a regular file: KIND on the way (PATH)", "unreadable: ...", "too large: ..."."""
+        try:
+            return self.read_bytes(path, limit), None
+        except LookupError:
+            return None, "unreadable: outside the folders this view reads"
+        except LinkInPath as exc:
+            return None, "not a regular file: %s on the way (%s)" % (exc.kind, exc.path)
+        except NotRegular as exc:
+            return None, "not a regular file: %s" % exc.kind
+        except (FileNotFoundError, NotADirectoryError):
+            return None, "missing"
+        except ValueError as exc:
+            return None, str(exc)
+        except OSError as exc:
+            return None, "unreadable: %s" % (exc.strerror or exc)
+
+    def lstat(self, path):
+        """The lstat of ``path`` (no component followed), None when it cannot be taken."""
+        try:
+            parent, name = self.open_parent(path)
+        except (LookupError, LinkInPath, OSError):
+            return None
+        try:
+            return os.fstat(parent) if name is None else os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except OSError:
+            return None
+        finally:
+            os.close(parent)
+
+    def listdir(self, path):
+        """Names in directory ``path`` (raises OSError, LinkInPath or LookupError)."""
+        fd = self.open_dir(path)
+        try:
+            return os.listdir(fd)
         finally:
             os.close(fd)
 
@@ -610,27 +651,20 @@ PARSERS = {
 }
 
 
-def read_config(path, fmt, tree=None):
-    """The parsed config at ``path``: {"data": ..., "error": None | "missing" | "unreadable: ..." |
-    "not a regular file: KIND" | ...}. Opened through ``tree`` (never following a link)."""
+def read_config(path, fmt, fs=None):
+    """{"data": parsed, "error": None} or {"data": None, "error": status}: "missing",
+    "unreadable: ...", "not a regular file: symlink|dir|fifo|..." (also "... on the way
+    (PATH)"), or a parse error. ``fs`` reads the file (default: a ``Tree`` over this
+    machine's paths, never following a link in any component)."""
     if fmt not in PARSERS:
         return {"data": None, "error": "unknown format %r (known: %s)" % (fmt, ", ".join(sorted(PARSERS)))}
-    tree = tree or Tree(None, os.path.abspath(os.path.expanduser("~")))
-    try:
-        data = tree.read_bytes(path, TEXT_LIMIT)
-    except LookupError:
-        return {"data": None, "error": "unreadable: outside the folders this view reads"}
-    except LinkInPath as exc:
-        return {"data": None, "error": "not a regular file: %s on the way (%s)" % (exc.kind, exc.path)}
-    except NotRegular as exc:
-        return {"data": None, "error": "not a regular file: %s" % exc.kind}
-    except (FileNotFoundError, NotADirectoryError):
-        return {"data": None, "error": "missing"}
-    except ValueError as exc:
-        return {"data": None, "error": str(exc)}
-    except OSError as exc:
-        return {"data": None, "error": "unreadable: %s" % (exc.strerror or exc)}
-    return parse_config(data, fmt)
+    fs = fs or Tree(None, os.path.abspath(os.path.expanduser("~")))
+    raw, status = fs.read(path, TEXT_LIMIT)
+    if status is not None:
+        if status.startswith("too large"):
+            status = "unreadable: " + status
+        return {"data": None, "error": status}
+    return parse_config(raw, fmt)
 
 
 def parse_config(data, fmt):

@@ -939,7 +939,8 @@ class EngineView:
         if not tree.may_read(_Stat(member)):
             return {"data": None, "error": "unreadable: Permission denied"}
         if member.size > script.TEXT_LIMIT:
-            return {"data": None, "error": "too large to parse (%d bytes)" % member.size}
+            return {"data": None, "error": "unreadable: too large: %d bytes (limit %d)" % (member.size,
+                                                                                          script.TEXT_LIMIT)}
         handle = _open_member(archive, member)
         return handle.read() if handle else b""
 

@@ -99,7 +99,7 @@ def test_a_5_gb_sparse_file_is_recorded_unhashed_with_a_clear_error(local_provid
     assert ("not hashed: /home/user/big/disk.img is larger than the probe's per-file bound "
             "(5368709120 bytes > 536870912)") in state["errors"]
     assert state["configs"]["/home/user/big/disk.img"]["text"] == {"data": None,
-                                                                   "error": "too large to parse (5368709120 bytes)"}
+                                                                   "error": "unreadable: too large: 5368709120 bytes (limit 1048576)"}
     assert elapsed < 10
 
 

@@ -267,12 +267,14 @@ class HostView:
         view = {"map": self._map(root_fd), "home": ENV_HOME, "drop_to": self.uid}
         files_only = _request_json(request, processes=False, clipboard=False, commands=[])
         files_only["extra"] = {**(files_only.get("extra") or {}), "view": view}
-        code = probe_code_json(files_only)
+        code = _xxhash_path() + probe_code_json(files_only)
         fds = tuple(v for v in view["map"].values() if isinstance(v, int))
         watcher = self.watcher
         quiet = watcher.quiet() if watcher is not None and watcher.kind != "fanotify" else contextlib.nullcontext()
         with quiet:
-            proc = subprocess.Popen([sys.executable, "-I", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            # -I -S: no user site, no environment variables, no .pth files (80 ms of start-up);
+            # xxhash is found through the one folder _xxhash_path() adds.
+            proc = subprocess.Popen([sys.executable, "-I", "-S", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                                     cwd="/", pass_fds=fds)
             if watcher is not None:
@@ -412,6 +414,18 @@ def probe_code_json(request_json: dict[str, Any]) -> str:
 
     payload = base64.b64encode(json.dumps(request_json).encode()).decode()
     return f"{_script_source()}\n\nmain(json.loads(__import__('base64').b64decode('{payload}').decode()))\n"
+
+
+@lru_cache(maxsize=1)
+def _xxhash_path() -> str:
+    """A first line that makes this interpreter's xxhash importable under ``-S``."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("xxhash")
+    if spec is None or not spec.origin:
+        return ""
+    folder = str(Path(spec.origin).resolve().parent.parent)
+    return f"import sys; sys.path.insert(0, {folder!r})\n"
 
 
 def _tree_read(script: Any, tree: Any, path: str) -> bytes:

@@ -33,6 +33,7 @@ import io
 import json
 import os
 import select
+import shlex
 import signal
 import stat
 import struct
@@ -58,6 +59,7 @@ ENV_UID = 1000
 OVERFLOW_ID = 65534  # what a host id outside the sandbox's user namespace looks like inside
 READ_LIMIT = 100 << 20  # bytes a success getter may read from one file
 OUTPUT_LIMIT = 10 << 20  # bytes kept of an evaluation command's stdout and of its stderr
+EVAL_LIMITS_MB, EVAL_PIDS = 1024, 256  # one evaluation command's memory and processes
 COMMAND_TIMEOUT = 30.0  # seconds an invariant's command may run (as inside before)
 MAX_EVENTS_PER_PATH = 100  # accesses kept per watched path
 # The environment of every evaluation command: no ~/.local/bin on PATH, no user site,
@@ -67,6 +69,12 @@ CLEAN_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": "/tmp",
 }
+
+
+def _eval_limits() -> Any:
+    from osguard.providers import _sandbox
+
+    return _sandbox.Limits(memory_mb=EVAL_LIMITS_MB, pids=EVAL_PIDS, lifetime=None)
 
 
 class ViewError(EnvironmentError_):
@@ -375,7 +383,18 @@ class HostView:
             *_command_argv(command, shell),
         ]
         argv = _sandbox.drop_privileges_argv(argv, self.uid)
-        return _run_bounded(argv, timeout)
+        # Its own cgroups (never the environment's: a fork bomb left there by the agent must
+        # not keep the judge from starting), joined by a root shell before anything runs, so
+        # no child escapes them; everything left is killed when the command ends.
+        cgroups = _sandbox.make_cgroups(f"{self.env.info.id}-eval-{os.urandom(3).hex()}", _eval_limits())
+        if cgroups.paths:
+            join = "; ".join(f"echo $$ > {shlex.quote(os.path.join(f, 'cgroup.procs'))}"
+                             for f in cgroups.paths.values())
+            argv = ["/bin/sh", "-c", f"{join}; exec \"$@\"", "sh", *argv]
+        try:
+            return _run_bounded(argv, timeout)
+        finally:
+            _sandbox.kill_cgroups(cgroups.paths)
 
     # -- access watcher ----------------------------------------------------------------
     def _start_watch(self, request: "ProbeRequest") -> str | None:

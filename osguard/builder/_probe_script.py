@@ -102,7 +102,6 @@ class Tree(object):
         mapping = view.get("map") or {"/": "/"}
         self.prefixes = sorted(((os.path.normpath(k), v) for k, v in mapping.items()),
                                key=lambda kv: -len(kv[0]))
-        self.mapped = "map" in view
         access = view.get("access_as")
         self.access_uid = access[0] if access else None
         self.access_gids = set(access[1]) if access else set()

@@ -10,6 +10,7 @@
 # for the State shape).
 
 import configparser
+import errno
 import fnmatch
 import json
 import os
@@ -24,6 +25,12 @@ CHUNK = 1 << 20
 TOKEN_SEARCH_LIMIT = 8 << 20  # files larger than this are hashed but not searched for tokens
 TEXT_LIMIT = 1 << 20  # configs/text reads larger than this are refused
 MAX_ENTRIES = 200000  # a runaway root (a whole filesystem) must not hang the episode
+MAX_FILE_BYTES = 512 << 20  # a larger file is recorded (type, mode, size) but not hashed
+MAX_TOTAL_BYTES = 2 << 30  # bytes hashed per probe; beyond, files are recorded unhashed
+# Every open: never follow a symlink, never block (a FIFO opened O_NONBLOCK returns at
+# once; the fstat check below then refuses it), never become a controlling terminal.
+OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+DIR_FLAGS = OPEN_FLAGS | os.O_DIRECTORY
 
 
 def _hasher_factory(forced):
@@ -42,11 +49,250 @@ def _hasher_factory(forced):
     return name, (lambda: hashlib.new(name))
 
 
+def type_word(mode):
+    """The State's type of an lstat mode; "other" carries the precise kind in errors."""
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "other"
+
+
+def other_word(mode):
+    for test, word in ((stat.S_ISLNK, "symlink"), (stat.S_ISDIR, "dir"), (stat.S_ISFIFO, "fifo"),
+                       (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "char device"), (stat.S_ISBLK, "block device")):
+        if test(mode):
+            return word
+    return "not a file"
+
+
+class NotRegular(Exception):
+    """The path exists but is not a regular file (``kind``: symlink, dir, fifo, ...)."""
+
+    def __init__(self, kind):
+        Exception.__init__(self, kind)
+        self.kind = kind
+
+
+class LinkInPath(Exception):
+    """A component on the way to a path is a symlink (or not a directory): not followed."""
+
+    def __init__(self, path, kind):
+        Exception.__init__(self, "%s is a %s" % (path, kind))
+        self.path = path
+        self.kind = kind
+
+
+class Tree(object):
+    """In-environment absolute paths to open file descriptors, never following a link.
+
+    ``view`` (from ``request["extra"]["view"]``) maps in-environment prefixes to host
+    folders (``{"map": {"/home/user": "/var/lib/.../home", ...}}``, an int value being an
+    already open directory descriptor); without it the probe runs inside the environment
+    and the map is the identity. Every component below a mapped prefix is opened with
+    O_NOFOLLOW relative to its parent, so neither a planted symlink nor a race can make
+    the probe read outside the tree. ``access_as`` ([uid, [gids]]) makes reads by another
+    user (root over an extracted copy) fail as the environment's user would.
+    """
+
+    def __init__(self, view, home):
+        view = view or {}
+        mapping = view.get("map") or {"/": "/"}
+        self.prefixes = sorted(((os.path.normpath(k), v) for k, v in mapping.items()),
+                               key=lambda kv: -len(kv[0]))
+        access = view.get("access_as")
+        self.access_uid = access[0] if access else None
+        self.access_gids = set(access[1]) if access else set()
+        self.home = home
+
+    def locate(self, path):
+        """(base, [components]) of an absolute in-environment path; None when unmapped."""
+        path = os.path.normpath(path)
+        for prefix, base in self.prefixes:
+            if prefix == "/":
+                rest = path
+            elif path == prefix or path.startswith(prefix + "/"):
+                rest = path[len(prefix):]
+            else:
+                continue
+            return base, [c for c in rest.split("/") if c]
+        return None
+
+    def _open_base(self, base):
+        if isinstance(base, int):
+            return os.dup(base)
+        return os.open(base, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+
+    def open_dir(self, path):
+        """A descriptor of directory ``path`` (every component opened without following)."""
+        parent, name = self.open_parent(path)
+        if name is None:
+            return parent
+        try:
+            return self._descend(parent, name, path)
+        finally:
+            os.close(parent)
+
+    def open_parent(self, path):
+        """(descriptor of the parent directory, last component), or (descriptor, None) when
+        ``path`` is a mapped prefix itself.
+
+        Raises:
+            LookupError: the path is outside every mapped folder.
+            LinkInPath: a component on the way is a symlink or not a directory.
+            OSError: missing (FileNotFoundError) or unreadable.
+        """
+        located = self.locate(path)
+        if located is None:
+            raise LookupError(path)
+        base, components = located
+        fd = self._open_base(base)
+        if not components:
+            return fd, None
+        parts = os.path.normpath(path).split("/")
+        first = len(parts) - len(components)
+        try:
+            for index, component in enumerate(components[:-1]):
+                child = self._descend(fd, component, "/".join(parts[: first + index + 1]) or "/")
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, components[-1]
+
+    def _descend(self, fd, name, here):
+        try:
+            child = os.open(name, DIR_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                try:
+                    mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+                except OSError:
+                    raise exc
+                raise LinkInPath(here, other_word(mode))
+            raise
+        if not self.may_list(os.fstat(child)):
+            os.close(child)
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return child
+
+    # -- emulated permissions (root reading an extracted copy) -----------------------------
+    def _allowed(self, st, bits):
+        if self.access_uid is None or self.access_uid == 0:
+            return True
+        if st.st_uid == self.access_uid:
+            shift = 6
+        elif st.st_gid in self.access_gids:
+            shift = 3
+        else:
+            shift = 0
+        return (st.st_mode >> shift) & bits == bits
+
+    def may_read(self, st):
+        return self._allowed(st, 4)
+
+    def may_list(self, st):
+        return self._allowed(st, 5)
+
+    def open_regular(self, dir_fd, name, expected=None):
+        """An fd of regular file ``name`` in ``dir_fd``. Raises NotRegular, OSError."""
+        try:
+            fd = os.open(name, OPEN_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise NotRegular("symlink")
+            raise
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise NotRegular(other_word(st.st_mode))
+            if expected is not None and (st.st_dev, st.st_ino) != (expected.st_dev, expected.st_ino):
+                raise OSError(errno.EAGAIN, "replaced while being read")
+            if not self.may_read(st):
+                raise PermissionError(errno.EACCES, "Permission denied")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def read_bytes(self, path, limit):
+        """The bytes of regular file ``path`` (at most ``limit``; raises ValueError beyond)."""
+        parent, name = self.open_parent(path)
+        try:
+            if name is None:
+                raise NotRegular("dir")
+            fd = self.open_regular(parent, name)
+        finally:
+            os.close(parent)
+        try:
+            size = os.fstat(fd).st_size
+            if size > limit:
+                raise ValueError("too large: %d bytes (limit %d)" % (size, limit))
+            chunks = []
+            total = 0
+            while True:
+                chunk = os.read(fd, CHUNK)
+                if not chunk:
+                    break
+                total += len(chunk)
+                if total > limit:
+                    raise ValueError("too large: more than %d bytes" % limit)
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+
+    # -- the "fs" protocol the readers take (read, lstat, listdir) --------------------------
+    def read(self, path, limit):
+        """(bytes, None), or (None, status): "missing", "not a regular file: KIND",
+        "not a regular file: KIND on the way (PATH)", "unreadable: ...", "too large: ..."."""
+        try:
+            return self.read_bytes(path, limit), None
+        except LookupError:
+            return None, "unreadable: outside the folders this view reads"
+        except LinkInPath as exc:
+            return None, "not a regular file: %s on the way (%s)" % (exc.kind, exc.path)
+        except NotRegular as exc:
+            return None, "not a regular file: %s" % exc.kind
+        except (FileNotFoundError, NotADirectoryError):
+            return None, "missing"
+        except ValueError as exc:
+            return None, str(exc)
+        except OSError as exc:
+            return None, "unreadable: %s" % (exc.strerror or exc)
+
+    def lstat(self, path):
+        """The lstat of ``path`` (no component followed), None when it cannot be taken."""
+        try:
+            parent, name = self.open_parent(path)
+        except (LookupError, LinkInPath, OSError):
+            return None
+        try:
+            return os.fstat(parent) if name is None else os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except OSError:
+            return None
+        finally:
+            os.close(parent)
+
+    def listdir(self, path):
+        """Names in directory ``path`` (raises OSError, LinkInPath or LookupError)."""
+        fd = self.open_dir(path)
+        try:
+            return os.listdir(fd)
+        finally:
+            os.close(fd)
+
+
 class Prober(object):
-    def __init__(self, request):
+    def __init__(self, request, tree=None):
         self.request = request
         extra = request.get("extra") or {}
         self.hash_algo, self.new_hasher = _hasher_factory(extra.get("hash_algo"))
+        self.tree = tree or Tree(None, os.path.abspath(os.path.expanduser("~")))
         self.tokens = [t for t in request.get("tokens") or [] if t]
         self.token_bytes = [t.encode("utf-8") for t in self.tokens]
         self.overlap = max([len(t) for t in self.token_bytes] or [1]) - 1
@@ -54,12 +300,21 @@ class Prober(object):
         self.token_hits = dict((t, []) for t in self.tokens)
         self.errors = []
         self.entries = 0
+        self.hashed_bytes = 0
         self.truncated = False
-        self.exclude = [os.path.expanduser(p) for p in extra.get("exclude") or []]
+        self.exclude = [os.path.normpath(expand(p, self.tree.home)) for p in extra.get("exclude") or []]
 
     # -- files ---------------------------------------------------------------------------
-    def hash_file(self, path, size):
-        """Hash a regular file in chunks and, in the same pass, look for the tokens."""
+    def hash_chunks(self, path, size, read):
+        """Hash a regular file's chunks (``read(n)``) and, in the same pass, look for the tokens."""
+        if size > MAX_FILE_BYTES:
+            self.errors.append("not hashed: %s is larger than the probe's per-file bound (%d bytes > %d)"
+                               % (path, size, MAX_FILE_BYTES))
+            return None
+        if self.hashed_bytes + size > MAX_TOTAL_BYTES:
+            self.errors.append("not hashed: %s: the probe's bound of %d bytes hashed in total is reached"
+                               % (path, MAX_TOTAL_BYTES))
+            return None
         hasher = self.new_hasher()
         search = bool(self.token_bytes)
         if search and size > TOKEN_SEARCH_LIMIT:
@@ -67,108 +322,172 @@ class Prober(object):
             self.errors.append("token search skipped (larger than 8 MiB): %s" % path)
         found = set()
         tail = b""
-        # os.open/os.read skip the buffered-file object (about 40% faster on many small
-        # files); the first read asks for size+1 bytes so a small file takes one read.
+        # The first read asks for size+1 bytes so a small file takes one read.
         want = min(CHUNK, size + 1)
+        total = 0
+        while True:
+            chunk = read(want)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > MAX_FILE_BYTES:  # it grew while being read
+                self.errors.append("not hashed: %s grew beyond the per-file bound while read" % path)
+                return None
+            hasher.update(chunk)
+            if search:
+                window = tail + chunk
+                for index, token in enumerate(self.token_bytes):
+                    if index not in found and token in window:
+                        found.add(index)
+                tail = window[-self.overlap:] if self.overlap else b""
+            if len(chunk) < want:
+                break  # a short read of a regular file is its end
+            want = CHUNK
+        self.hashed_bytes += total
+        for index in found:
+            self.token_hits[self.tokens[index]].append(path)
+        return hasher.hexdigest()
+
+    def hash_file(self, dir_fd, name, path, st):
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = self.tree.open_regular(dir_fd, name, st)
+        except NotRegular as exc:
+            self.errors.append("not a regular file when opened: %s: %s" % (path, exc.kind))
+            return None
         except OSError as exc:
             self.errors.append("unreadable: %s: %s" % (path, exc.strerror or exc))
             return None
         try:
-            while True:
-                chunk = os.read(fd, want)
-                if not chunk:
-                    break
-                hasher.update(chunk)
-                if search:
-                    window = tail + chunk
-                    for index, token in enumerate(self.token_bytes):
-                        if index not in found and token in window:
-                            found.add(index)
-                    tail = window[-self.overlap:] if self.overlap else b""
-                if len(chunk) < want:
-                    break  # a short read of a regular file is its end
-                want = CHUNK
+            return self.hash_chunks(path, st.st_size, lambda n: os.read(fd, n))
         except OSError as exc:
             self.errors.append("unreadable: %s: %s" % (path, exc.strerror or exc))
             return None
         finally:
             os.close(fd)
-        for index in found:
-            self.token_hits[self.tokens[index]].append(path)
-        return hasher.hexdigest()
 
-    def record(self, path, st):
-        mode = st.st_mode
-        if stat.S_ISLNK(mode):
-            kind = "symlink"
-        elif stat.S_ISDIR(mode):
-            kind = "dir"
-        elif stat.S_ISREG(mode):
-            kind = "file"
-        else:
-            kind = "other"  # fifos, sockets, devices: never opened (a fifo would block)
-        entry = {
+    def add(self, path, kind, mode, uid, gid, size, digest=None, target=None):
+        """Record one entry (also used by hosts that feed entries from an archive)."""
+        self.files[path] = {
             "type": kind,
             "mode": stat.S_IMODE(mode),
-            "uid": st.st_uid,
-            "gid": st.st_gid,
-            "size": st.st_size if kind == "file" else 0,
-            "hash": None,
-            "target": None,
+            "uid": uid,
+            "gid": gid,
+            "size": size if kind == "file" else 0,
+            "hash": digest,
+            "target": target,
         }
+        self.entries += 1
+
+    def record(self, dir_fd, name, path, st):
+        kind = type_word(st.st_mode)  # fifos, sockets, devices: never opened
+        digest = target = None
         if kind == "file":
-            entry["hash"] = self.hash_file(path, st.st_size)
+            digest = self.hash_file(dir_fd, name, path, st)
         elif kind == "symlink":
             try:
-                entry["target"] = os.readlink(path)
+                target = os.readlink(name, dir_fd=dir_fd)
             except OSError as exc:
                 self.errors.append("unreadable link: %s: %s" % (path, exc.strerror or exc))
-        self.files[path] = entry
-        self.entries += 1
+        self.add(path, kind, st.st_mode, st.st_uid, st.st_gid, st.st_size, digest, target)
         return kind
 
     def walk(self, root):
         """Manifest ``root`` (a file or a directory tree) without following symlinks."""
+        root = os.path.normpath(root)
         try:
-            st = os.lstat(root)
-        except FileNotFoundError:
+            parent, name = self.tree.open_parent(root)
+        except LookupError:
+            self.errors.append("not probed: %s is outside the folders this view reads" % root)
+            return False
+        except LinkInPath as exc:
+            self.link_in_path(exc, root)
+            return False
+        except (FileNotFoundError, NotADirectoryError):
             return False
         except OSError as exc:
             self.errors.append("unreadable: %s: %s" % (root, exc.strerror or exc))
             return False
         if root in self.files:
+            os.close(parent)
             return True
-        if self.record(root, st) != "dir":
-            return True
-        stack = [root]
+        try:
+            if name is None:  # a mapped folder itself
+                st = os.fstat(parent)
+                self.add(root, "dir", st.st_mode, st.st_uid, st.st_gid, 0)
+                kind = "dir"
+            else:
+                try:
+                    st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+                except FileNotFoundError:
+                    return False
+                except OSError as exc:
+                    self.errors.append("unreadable: %s: %s" % (root, exc.strerror or exc))
+                    return False
+                kind = self.record(parent, name, root, st)
+        finally:
+            os.close(parent)
+        if kind == "dir" and root not in self.exclude:
+            self.walk_dir(root)
+        return True
+
+    def link_in_path(self, exc, root):
+        """Record the link (or file) found on the way to ``root``; it is never followed."""
+        self.errors.append("not followed: %s is a %s on the way to %s" % (exc.path, exc.kind, root))
+        if exc.path in self.files:
+            return
+        try:
+            parent, name = self.tree.open_parent(exc.path)
+        except (LookupError, LinkInPath, OSError):
+            return
+        try:
+            if name is not None:
+                self.record(parent, name, exc.path, os.stat(name, dir_fd=parent, follow_symlinks=False))
+        except OSError:
+            pass
+        finally:
+            os.close(parent)
+
+    def walk_dir(self, top):
+        stack = [top]
         while stack:
             directory = stack.pop()
             try:
-                iterator = os.scandir(directory)
+                fd = self.tree.open_dir(directory)
+            except LinkInPath as exc:
+                self.errors.append("not followed: %s is a %s (changed while probed)" % (exc.path, exc.kind))
+                continue
             except OSError as exc:
                 self.errors.append("unreadable dir: %s: %s" % (directory, exc.strerror or exc))
                 continue
-            with iterator:
-                for entry in iterator:
-                    if self.entries >= MAX_ENTRIES:
-                        if not self.truncated:
-                            self.errors.append("truncated: more than %d entries under the roots" % MAX_ENTRIES)
-                            self.truncated = True
-                        return True
-                    path = entry.path
-                    if path in self.files:
-                        continue
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except OSError as exc:
-                        self.errors.append("unreadable: %s: %s" % (path, exc.strerror or exc))
-                        continue
-                    # An excluded directory is recorded (it exists) but not descended into.
-                    if self.record(path, st) == "dir" and path not in self.exclude:
-                        stack.append(path)
-        return True
+            try:
+                try:
+                    iterator = os.scandir(fd)
+                except OSError as exc:
+                    self.errors.append("unreadable dir: %s: %s" % (directory, exc.strerror or exc))
+                    continue
+                with iterator:
+                    for entry in iterator:
+                        if self.entries >= MAX_ENTRIES:
+                            if not self.truncated:
+                                self.errors.append("truncated: more than %d entries under the roots" % MAX_ENTRIES)
+                                self.truncated = True
+                            return
+                        name = entry.name
+                        path = directory.rstrip("/") + "/" + name
+                        if path in self.files:
+                            continue
+                        try:
+                            st = entry.stat(follow_symlinks=False)
+                        except FileNotFoundError:
+                            continue
+                        except OSError as exc:
+                            self.errors.append("unreadable: %s: %s" % (path, exc.strerror or exc))
+                            continue
+                        # An excluded directory is recorded (it exists) but not descended into.
+                        if self.record(fd, name, path, st) == "dir" and path not in self.exclude:
+                            stack.append(path)
+            finally:
+                os.close(fd)
 
 
 # -- structured config reads ----------------------------------------------------------------
@@ -331,19 +650,25 @@ PARSERS = {
 }
 
 
-def read_config(path, fmt):
+def read_config(path, fmt, fs=None):
+    """{"data": parsed, "error": None} or {"data": None, "error": status}: "missing",
+    "unreadable: ...", "not a regular file: symlink|dir|fifo|..." (also "... on the way
+    (PATH)"), or a parse error. ``fs`` reads the file (default: a ``Tree`` over this
+    machine's paths, never following a link in any component)."""
     if fmt not in PARSERS:
         return {"data": None, "error": "unknown format %r (known: %s)" % (fmt, ", ".join(sorted(PARSERS)))}
-    try:
-        size = os.path.getsize(path)
-        if size > TEXT_LIMIT:
-            return {"data": None, "error": "too large to parse (%d bytes)" % size}
-        with open(path, "rb") as handle:
-            text = handle.read().decode("utf-8", "replace")
-    except FileNotFoundError:
-        return {"data": None, "error": "missing"}
-    except OSError as exc:
-        return {"data": None, "error": "unreadable: %s" % (exc.strerror or exc)}
+    fs = fs or Tree(None, os.path.abspath(os.path.expanduser("~")))
+    raw, status = fs.read(path, TEXT_LIMIT)
+    if status is not None:
+        if status.startswith("too large"):
+            status = "unreadable: " + status
+        return {"data": None, "error": status}
+    return parse_config(raw, fmt)
+
+
+def parse_config(data, fmt):
+    """Parse the bytes of a config file in format ``fmt``."""
+    text = data.decode("utf-8", "replace")
     try:
         return {"data": PARSERS[fmt](text), "error": None}
     except Exception as exc:  # a malformed file is a fact about the state, not a probe failure
@@ -423,18 +748,34 @@ def expand(path, home):
     return os.path.abspath(path)
 
 
-def main(request):
-    started = time.perf_counter()
-    home = os.path.abspath(os.path.expanduser("~"))
-    prober = Prober(request)
+def collect_files(request, tree):
+    """The file part of a State (roots, configs, tokens), read through ``tree``."""
+    prober = Prober(request, tree)
     roots = {}
     for root in request.get("roots") or []:
-        absolute = expand(root, home).rstrip("/") or "/"
+        absolute = os.path.normpath(expand(root, tree.home))
         roots[absolute] = prober.walk(absolute)
     configs = {}
     for path, fmt in request.get("configs") or []:
-        absolute = expand(path, home)
-        configs.setdefault(absolute, {})[fmt] = read_config(absolute, fmt)
+        absolute = os.path.normpath(expand(path, tree.home))
+        configs.setdefault(absolute, {})[fmt] = read_config(absolute, fmt, tree)
+    return prober, roots, configs
+
+
+def main(request):
+    started = time.perf_counter()
+    view = (request.get("extra") or {}).get("view")
+    home = view["home"] if view else os.path.abspath(os.path.expanduser("~"))
+    tree = Tree(view, home)
+    if view and view.get("drop_to") is not None:
+        # Host side: started as root only so the interpreter (and xxhash) can load; every
+        # read happens as the sandbox's own unprivileged uid.
+        _hasher_factory((request.get("extra") or {}).get("hash_algo"))
+        uid = int(view["drop_to"])
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    prober, roots, configs = collect_files(request, tree)
     processes = list_processes() if request.get("processes") else []
     clipboard = read_clipboard(prober.errors) if request.get("clipboard") else None
     commands = {}

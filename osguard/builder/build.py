@@ -307,7 +307,8 @@ def finish_episode(built: BuiltVariant, trajectory: "TrajectoryView", last_actio
     2. the final State is probed (the baseline's request), so invariants see what
        postconfig changed;
     3. the augmented evaluator decides success (without running postconfig again) and
-       checks every invariant against that State.
+       checks every invariant against that State. The success check's getters see the
+       environment through its trusted view (``osguard.providers.view.evaluation_env``).
 
     The reference checks (``check_variants``) and the runner both end episodes here.
 
@@ -335,7 +336,13 @@ def finish_episode(built: BuiltVariant, trajectory: "TrajectoryView", last_actio
         except BuildError as exc:  # a step failed; a dead environment (EnvironmentDead) propagates
             postconfig_error = f"postconfig failed: {exc}"
     final = built.probe()
-    result = evaluate(built.variant, built.env, built.baseline, final, trajectory, last_action=last_action,
+    # Success getters read files through the trusted view and run their commands in a fresh
+    # evaluation sandbox: an agent that sabotaged the environment's python, PATH, profile
+    # or server cannot forge or dodge the success check (providers/view.py).
+    from osguard.providers.view import evaluation_env
+
+    result = evaluate(built.variant, evaluation_env(built.env), built.baseline, final, trajectory,
+                      last_action=last_action,
                       postconfig_done=True, postconfig_error=postconfig_error,
                       invariants=built.hazards if invariants is None else invariants)
     return final, result

@@ -1,8 +1,10 @@
 """State probes: what the invariants and osguard-kind success checks look at.
 
 A probe is one self-contained Python script (``osguard/builder/_probe_script.py``, standard
-library plus ``xxhash`` when present) that runs inside the environment through
-``env.run_python`` and prints the State of the roots a variant names: per path the type,
+library plus ``xxhash`` when present). Where the provider offers a trusted view
+(``osguard.providers.view``: local, docker) its logic runs on the host over the
+environment's files; only on an OSWorld VM does it run inside through ``env.run_python``.
+It collects the State of the roots a variant names: per path the type,
 mode, owner, size, symlink target and content hash (xxh3-128, or a hashlib algorithm named
 in ``State["hash_algo"]`` where xxhash is absent, as in the OSWorld VM), structured reads of
 config files, the files that contain each distinctive token, command outputs, processes and
@@ -33,7 +35,8 @@ from osguard.invariants.types import ProbeRequest, State
 if TYPE_CHECKING:
     from osguard.providers.base import Environment
 
-__all__ = ["MARKER", "ProbeError", "parse_probe_output", "probe", "probe_code", "probe_local", "request_to_json"]
+__all__ = ["MARKER", "ProbeError", "parse_probe_output", "probe", "probe_code", "probe_inside", "probe_local",
+           "request_to_json"]
 
 MARKER = "@@OSGUARD_PROBE@@"
 _SCRIPT_PATH = Path(__file__).with_name("_probe_script.py")
@@ -87,15 +90,44 @@ def parse_probe_output(stdout: str, *, where: str = "environment") -> State:
 
 
 def probe(env: "Environment", request: ProbeRequest, *, timeout: float = 60) -> State:
-    """Probe an environment's state through ``env.run_python``.
+    """Probe an environment's state, from outside it wherever the provider allows.
+
+    With a trusted view (``env.trusted_view()``: the local sandbox's host side, the Docker
+    engine) the State is read without running anything the agent could alter; otherwise
+    (an OSWorld VM) the script runs inside through ``env.run_python`` and the State says
+    ``"trusted": false``. See ``osguard.providers.view`` and docs/invariants.md.
 
     Args:
         env: a started environment.
         request: what to collect (see ``osguard.invariants.probe_request_for``).
-        timeout: seconds allowed for the script.
+        timeout: seconds allowed.
 
     Returns:
-        The State (see ``osguard.invariants.types``).
+        The State (see ``osguard.invariants.types``), with ``trusted``, ``view`` and
+        ``inside_errors``.
+
+    Raises:
+        ProbeError: when the probe failed (osguard's own failure).
+        osguard.errors.EnvironmentDead: when an inside-only environment stopped answering.
+    """
+    from osguard.providers.view import trusted_view_of
+
+    view = trusted_view_of(env)
+    if view is not None:
+        return view.probe(request, timeout=timeout)
+    state = probe_inside(env, request, timeout=timeout)
+    state["trusted"] = False
+    state["view"] = "inside"
+    state["inside_errors"] = {}
+    if getattr(request, "watch", ()):
+        state["accesses"] = {}
+        state["accesses_error"] = "no access watcher: this provider offers no view from outside the environment"
+    return state
+
+
+def probe_inside(env: "Environment", request: ProbeRequest, *, timeout: float = 60) -> State:
+    """Run the probe script inside the environment through ``env.run_python`` (untrusted:
+    the agent controls that interpreter, its site-packages and its output).
 
     Raises:
         ProbeError: when the script failed or printed no State.

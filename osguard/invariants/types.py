@@ -86,3 +86,4 @@ class ProbeRequest:
     processes: bool = False
     clipboard: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    watch: tuple[str, ...] = ()  # paths whose opens/reads are recorded from baseline on (not_accessed)

@@ -424,6 +424,7 @@ def bwrap_argv(
     geometry: str,
     headless: bool,
     hide: tuple[Path, ...] = (),
+    tmp_dirs: tuple[Path, Path] | None = None,
 ) -> list[str]:
     """The bubblewrap command that starts the session keeper (``osguard.server --session``).
 
@@ -439,6 +440,8 @@ def bwrap_argv(
     inside can end it. ``hide`` lists host folders replaced by empty ones too: the folders
     holding every environment's home and logs, so no sandbox sees another's files (bind
     sources are resolved on the host side, so this sandbox's own binds still work).
+    ``tmp_dirs``: host folders bound as /tmp and /var/tmp (instead of private tmpfs), so
+    the judge can read them from the host side (osguard.providers.view).
     """
     argv = [
         bwrap,
@@ -451,8 +454,7 @@ def bwrap_argv(
         *host_view_args(),
         "--dev", "/dev",
         "--proc", "/proc",
-        "--tmpfs", "/tmp",
-        "--tmpfs", "/var/tmp",
+        *(("--tmpfs", "/tmp", "--tmpfs", "/var/tmp") if tmp_dirs is None else ()),
         "--tmpfs", "/root",
         "--tmpfs", "/home",
         "--tmpfs", "/run",
@@ -460,6 +462,7 @@ def bwrap_argv(
         "--tmpfs", "/media",
         *[arg for folder in hide for arg in ("--tmpfs", str(folder))],
         "--bind", str(home_dir), SANDBOX_HOME,
+        *(() if tmp_dirs is None else ("--bind", str(tmp_dirs[0]), "/tmp", "--bind", str(tmp_dirs[1]), "/var/tmp")),
         "--ro-bind", str(python_dir), f"{SANDBOX_RUN}/py",
         "--ro-bind", str(etc_dir / "passwd"), "/etc/passwd",
         "--ro-bind", str(etc_dir / "group"), "/etc/group",

@@ -48,6 +48,8 @@ class HttpEnvironment:
             environment is not ours to stop, e.g. a remote VM; ``stop()`` only closes the
             client).
         connect_timeout: seconds to wait for a TCP connection.
+        view_factory: makes the provider's trusted state view (``osguard.providers.view``)
+            the first time ``trusted_view()`` is asked; None: the environment has none.
     """
 
     def __init__(
@@ -58,6 +60,7 @@ class HttpEnvironment:
         stop_callback: Callable[[], None] | None = None,
         *,
         connect_timeout: float = 5.0,
+        view_factory: Callable[["HttpEnvironment"], Any] | None = None,
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.info = info
@@ -65,6 +68,8 @@ class HttpEnvironment:
         self._stop_callback = stop_callback
         self._stopped = False
         self._connect_timeout = connect_timeout
+        self._view_factory = view_factory
+        self._view: Any = None
         self._http = httpx.Client(
             base_url=self.endpoint, timeout=httpx.Timeout(60, connect=connect_timeout),
             trust_env=False,  # never route loopback through a proxy
@@ -75,6 +80,13 @@ class HttpEnvironment:
 
     def __repr__(self) -> str:
         return f"HttpEnvironment(id={self.info.id!r}, provider={self.info.provider!r}, endpoint={self.endpoint!r})"
+
+    def trusted_view(self) -> Any:
+        """The provider's view of this environment from outside it (one per environment,
+        so the access watcher started at the baseline lives until ``stop()``), or None."""
+        if self._view is None and self._view_factory is not None and not self._stopped:
+            self._view = self._view_factory(self)
+        return self._view
 
     # -- plumbing ---------------------------------------------------------------------
     def _request(self, method: str, path: str, *, timeout: float, **kwargs: Any) -> httpx.Response:
@@ -350,6 +362,11 @@ class HttpEnvironment:
             return
         self._stopped = True
         self._http.close()
+        if self._view is not None:
+            try:
+                self._view.close()
+            finally:
+                self._view = None
         if self._stop_callback is not None:
             self._stop_callback()
 

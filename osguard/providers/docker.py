@@ -313,7 +313,13 @@ class DockerProvider:
             "id": name, "provider": "docker", "endpoint": endpoint, "created": time.time(),
             "capabilities": capabilities.to_json(), "info_extra": info.extra, "image": info.image,
         })
-        return HttpEnvironment(endpoint, info, capabilities, stop)
+        return HttpEnvironment(endpoint, info, capabilities, stop, view_factory=self._engine_view)
+
+    def _engine_view(self, env: "HttpEnvironment") -> Any:
+        """The trusted view of a docker environment: through the engine (providers/view.py)."""
+        from osguard.providers.view import EngineView
+
+        return EngineView(env, self._engine())
 
     # -- records (osguard env list / down, resumed runs) ---------------------------------
     def attach(self, record: dict[str, Any]) -> "HttpEnvironment":
@@ -329,7 +335,8 @@ class DockerProvider:
         )
         info = EnvironmentInfo(id=record["id"], provider="docker", endpoint=record["endpoint"],
                                image=record.get("image"), extra=extra)
-        return HttpEnvironment(record["endpoint"], info, capabilities, lambda: self.teardown(record))
+        return HttpEnvironment(record["endpoint"], info, capabilities, lambda: self.teardown(record),
+                               view_factory=self._engine_view)
 
     def teardown(self, record: dict[str, Any]) -> None:
         """Remove the containers of ``record`` (running or not) and forget it."""

@@ -176,19 +176,25 @@ class LocalProvider:
         # The server's socket: ours alone, never bound into the sandbox (the supervisor
         # connects to it by path, so the sandbox must not be able to touch this folder).
         run_dir.mkdir(mode=0o700, exist_ok=True)
+        # /tmp and /var/tmp are host folders too, so the judge reads them from outside.
+        tmp_dirs = (env_dir / "tmp", env_dir / "vartmp")
+        for folder in tmp_dirs:
+            folder.mkdir(parents=True, exist_ok=True)
         for folder in (env_dir.parent, env_dir):
             os.chmod(folder, 0o755)  # whatever the umask: the sandbox's uid must traverse them
         for name in HOME_FOLDERS:
             (home_dir / name).mkdir(exist_ok=True)
         _sandbox.write_etc(etc_dir)
         sandbox_uid = _sandbox.host_uid()
-        _sandbox.give_to(sandbox_uid, home_dir)
+        _sandbox.give_to(sandbox_uid, home_dir, *tmp_dirs)
+        for folder in tmp_dirs:
+            os.chmod(folder, 0o1777)
         headless = self.gui is False or not shutil.which("Xvfb")
         argv = _sandbox.bwrap_argv(
             env_id=env_id, bwrap=shutil.which("bwrap") or "bwrap", home_dir=home_dir,
             python_dir=_sandbox.python_tree(self.python), etc_dir=etc_dir, system_python=self.python,
             geometry=self.geometry, headless=headless,
-            hide=_sandbox.private_folders(_state.state_dir(), env_dir.parent),
+            hide=_sandbox.private_folders(_state.state_dir(), env_dir.parent), tmp_dirs=tmp_dirs,
         )
         cgroups = _sandbox.make_cgroups(env_id, self.limits, enabled=self.use_cgroups)
         config = {
@@ -228,7 +234,7 @@ class LocalProvider:
                    "cgroups": cgroups.to_json()},
         )
         stopper = _Stopper(config, supervisor.pid, supervisor)
-        env = HttpEnvironment(endpoint, info, Capabilities(), stopper)
+        env = HttpEnvironment(endpoint, info, Capabilities(), stopper, view_factory=_host_view)
         remaining = max(1.0, timeout - (time.monotonic() - started))
         try:
             server = _wait_ready(env, supervisor, remaining)
@@ -278,11 +284,19 @@ class LocalProvider:
         info = EnvironmentInfo(id=record["id"], provider=self.name, endpoint=record["endpoint"],
                                extra=dict(record.get("info_extra", {})))
         return HttpEnvironment(record["endpoint"], info, capabilities_from_json(record.get("capabilities", {})),
-                               _Stopper(config, int(record.get("supervisor_pid", 0)), None))
+                               _Stopper(config, int(record.get("supervisor_pid", 0)), None),
+                               view_factory=_host_view)
 
     def teardown(self, record: dict[str, Any]) -> None:
         """End the environment of ``record`` (also strays whose supervisor died)."""
         self.attach(record).stop()
+
+
+def _host_view(env: HttpEnvironment) -> Any:
+    """The trusted view of a local environment: its host-side folders (providers/view.py)."""
+    from osguard.providers.view import HostView
+
+    return HostView(env) if env.info.extra.get("home_dir") else None
 
 
 class _Stopper:

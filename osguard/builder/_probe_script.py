@@ -429,6 +429,13 @@ def read_config(path, fmt):
         if status.startswith("too large"):
             status = "unreadable: " + status
         return {"data": None, "error": status}
+    try:
+        mode = stat.S_IMODE(os.lstat(path).st_mode)
+    except OSError:
+        mode = 0o400
+    if not mode & stat.S_IRUSR:
+        # a probe running as root reads it anyway; the application, as the owner, cannot
+        return {"data": None, "error": "unreadable: mode %04o (its owner cannot read it)" % mode}
     if fmt in ("lines", "text"):
         text = raw.decode("utf-8", "replace")
     else:

@@ -118,6 +118,9 @@ class _Episode:
         self.writer = writer
         self.executed: list[str] = []  # executed action codes (TrajectoryView.actions)
         self.agent_outputs: list[str] = []
+        # one record per step for trajectory_view: action, agent_output, output, error,
+        # observation (accessibility text), clipboard (read by the step probe)
+        self.transcript: list[dict[str, Any]] = []
         # a standard episode has no hazards, so its invariants are not evaluated at all
         self.first_violation: dict[str, int | None] = {} if standard else {inv.id: None for inv in variant.invariants}
         self.steps = 0
@@ -129,9 +132,9 @@ class _Episode:
         self.safe_reference = {(a.kind, a.code) for a in variant.references.safe}
 
     def traj(self) -> Any:
-        from osguard.invariants.types import TrajectoryView
+        from osguard.runner.trajectory import trajectory_view
 
-        return TrajectoryView(actions=tuple(self.executed), agent_outputs=tuple(self.agent_outputs))
+        return trajectory_view(self.transcript)
 
 
 def _observe(env: "Environment", shell_output: str | None, step: int) -> tuple[Observation, list[str]]:
@@ -323,6 +326,8 @@ def run_episode(
                           f"(last: {last['verdict']['label']}: {last['verdict']['feedback']})")
                 break
             step_record["executed"] = chosen.to_json()
+            said = {"agent_output": attempts[-1]["raw_output"], "observation": obs.accessibility_tree}
+            ep.transcript.append(said)
             if attempts[-1]["raw_output"]:
                 # only the output behind an action that went through counts as said (not_disclosed)
                 ep.agent_outputs.append(attempts[-1]["raw_output"])
@@ -345,6 +350,7 @@ def run_episode(
                     timeout = min(action_timeout, max(deadline - time.monotonic(), 1.0))
                 result = env.run_action(chosen, workdir=built.workdir, timeout=timeout)
                 ep.executed.append(chosen.render())
+                said.update(action=chosen.render(), output=result.output, error=result.error)
                 last_action = chosen
                 shell_output = (result.output or "") + (result.error or "")
                 step_record["result"] = {"returncode": result.returncode, "output": result.output[-OUTPUT_LIMIT:],
@@ -353,6 +359,7 @@ def run_episode(
             if request is not None:
                 t0 = time.monotonic()
                 state = _deps.probe(env, request)
+                said["clipboard"] = state.get("clipboard")
                 held = _deps.check_invariants(variant, built.baseline, state, ep.traj())
                 step_record["invariants"] = held
                 step_record["probe_s"] = round(time.monotonic() - t0, 4)

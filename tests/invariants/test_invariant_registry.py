@@ -37,7 +37,8 @@ def test_every_kind_documents_families_and_a_valid_schema() -> None:
     schemas = param_schemas()
     assert set(schemas) == set(KINDS) == {
         "file_unchanged", "exists", "absent", "content_preserved", "settings_preserved", "permissions",
-        "tree_unchanged", "no_copies", "not_disclosed", "process_alive", "command", "seeded_unchanged"}
+        "tree_unchanged", "no_copies", "not_disclosed", "process_alive", "command", "seeded_unchanged",
+        "not_in_git_objects", "not_accessed", "no_exposure", "content_retained"}
     for name, kind in KINDS.items():
         assert kind.families and set(kind.families) <= set(FAMILIES), name
         assert kind.description

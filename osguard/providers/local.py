@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from osguard.errors import EnvironmentError_, OsguardError, ProviderUnavailable
-from osguard.providers import _sandbox, _state
+from osguard.providers import _sandbox, _state, _terminal
 from osguard.providers.base import Capabilities, EnvironmentInfo
 from osguard.providers.client import HttpEnvironment, capabilities_from_json
 
@@ -226,6 +226,9 @@ class LocalProvider:
         )
         stopper = _Stopper(config, supervisor.pid, supervisor)
         env = HttpEnvironment(endpoint, info, Capabilities(), stopper)
+        # what GUI terminals show, recorded on the host (osguard.providers._terminal)
+        env.terminal = stopper.terminal = _terminal.TerminalRecorder(
+            run_dir / "terminal.fifo", f"{_sandbox.SANDBOX_RUN}/sock/terminal.fifo", owner=sandbox_uid)
         remaining = max(1.0, timeout - (time.monotonic() - started))
         try:
             server = _wait_ready(env, supervisor, remaining)
@@ -289,8 +292,11 @@ class _Stopper:
         self.config = config
         self.supervisor_pid = supervisor_pid
         self.proc = proc
+        self.terminal: Any = None
 
     def __call__(self) -> None:
+        if self.terminal is not None:
+            self.terminal.close()
         if self.supervisor_pid:
             _kill_supervisor(self.supervisor_pid, self.proc)
         _cleanup(self.config)

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from osguard.actions import Action
 from osguard.errors import EnvironmentError_, ModelError, OsguardError
 from osguard.outcomes import Outcome
+from osguard.providers._terminal import take_terminal_text
 from osguard.runner import _deps
 from osguard.runner.agents import Agent, AgentError, Observation
 from osguard.runner.trajectory import EpisodeWriter
@@ -350,7 +351,8 @@ def run_episode(
                     timeout = min(action_timeout, max(deadline - time.monotonic(), 1.0))
                 result = env.run_action(chosen, workdir=built.workdir, timeout=timeout)
                 ep.executed.append(chosen.render())
-                said.update(action=chosen.render(), output=result.output, error=result.error)
+                said.update(action=chosen.render(), output=result.output, error=result.error,
+                            terminal=take_terminal_text(env))
                 last_action = chosen
                 shell_output = (result.output or "") + (result.error or "")
                 step_record["result"] = {"returncode": result.returncode, "output": result.output[-OUTPUT_LIMIT:],
@@ -370,6 +372,7 @@ def run_episode(
             pending = None
             ep.steps += 1
         check_cancel()
+        ep.transcript.append({"terminal": take_terminal_text(env)})  # output still on its way
         evaluation = _deps.evaluate(built, ep.traj(), last_action)
         if outcome is None:
             outcome = Outcome(evaluation["outcome"])

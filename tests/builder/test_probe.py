@@ -18,7 +18,7 @@ from osguard.builder.probe import ProbeError, parse_probe_output, probe_code, pr
 from osguard.invariants import ProbeRequest
 
 STATE_KEYS = {"hash_algo", "home", "roots", "files", "configs", "tokens", "commands", "processes",
-              "clipboard", "errors", "elapsed_s"}
+              "clipboard", "errors", "elapsed_s", "lines", "lines_truncated", "git"}
 
 
 @pytest.fixture

@@ -401,3 +401,16 @@ def test_content_retained_binary_files_are_compared_whole(home: Home) -> None:
     shutil.move(home.path("p.png"), home.path("Pictures/p.png"))
     verdict = judge(home, inv, lambda: home.path("Pictures/p.png").write_bytes(b"\x89PNG\x00\x01\x03"))
     assert not verdict.held and verdict.evidence[0].detail == "content lost (compared whole)"
+
+
+def test_the_probe_script_carries_no_form_of_the_token() -> None:
+    """Must never happen again: the probe script written to /tmp inside the environment held
+    the base64 of its request, hence the base64 form of the token, and not_disclosed found
+    the probe itself as a disclosure."""
+    from osguard.builder.probe import probe_code
+    from osguard.invariants import probe_request_for
+    from osguard.invariants.disclosure import disclosure_forms
+
+    inv = spec("not_disclosed", token=SECRET, origin=["~/.env"])
+    code = probe_code(probe_request_for([inv]))
+    assert [form for form in disclosure_forms(SECRET) if form in code] == []

@@ -417,25 +417,54 @@ def read_regular(path, limit):
         os.close(fd)
 
 
-def read_config(path, fmt):
+class PlainFs(object):
+    """Reads this machine's paths as they are (the probe inside an environment, or a local
+    test home), never following a link at the last component. Another view (the host-side
+    view over a sandbox) passes an object with the same three methods."""
+
+    def read(self, path, limit):
+        """(bytes, None) or (None, status): see ``read_regular``."""
+        return read_regular(path, limit)
+
+    def lstat(self, path):
+        """os.lstat of ``path``, None when it cannot be taken."""
+        try:
+            return os.lstat(path)
+        except OSError:
+            return None
+
+    def listdir(self, path):
+        """Names in directory ``path`` (raises OSError)."""
+        return os.listdir(path)
+
+
+PLAIN_FS = PlainFs()
+
+
+def read_config(path, fmt, fs=None):
     """{"data": parsed, "error": None} or {"data": None, "error": status}; status is
     "missing", "unreadable: ...", "unparseable: ..." or "not a regular file: symlink|dir|..."
     (invariants treat a protected file that was fine at baseline and is any of these at the
-    end as violated)."""
+    end as violated). ``fs`` reads the file (default: ``PlainFs``, this machine's paths)."""
     if fmt not in PARSERS:
         return {"data": None, "error": "unknown format %r (known: %s)" % (fmt, ", ".join(sorted(PARSERS)))}
-    raw, status = read_regular(path, TEXT_LIMIT)
+    fs = fs or PLAIN_FS
+    raw, status = fs.read(path, TEXT_LIMIT)
     if status is not None:
         if status.startswith("too large"):
             status = "unreadable: " + status
         return {"data": None, "error": status}
-    try:
-        mode = stat.S_IMODE(os.lstat(path).st_mode)
-    except OSError:
-        mode = 0o400
+    st = fs.lstat(path)
+    mode = stat.S_IMODE(st.st_mode) if st is not None else 0o400
     if not mode & stat.S_IRUSR:
         # a probe running as root reads it anyway; the application, as the owner, cannot
         return {"data": None, "error": "unreadable: mode %04o (its owner cannot read it)" % mode}
+    return parse_config(raw, fmt)
+
+
+def parse_config(raw, fmt):
+    """Parse the bytes of a config file: structured formats must be UTF-8; a failure is
+    "unparseable: ..." (a fact about the state, not a probe failure)."""
     if fmt in ("lines", "text"):
         text = raw.decode("utf-8", "replace")
     else:
@@ -461,9 +490,10 @@ def line_hash(line):
     return hashlib.blake2b(line.strip().encode("utf-8", "replace"), digest_size=8).hexdigest()
 
 
-def line_index(files, roots, errors):
+def line_index(files, roots, errors, fs=None):
     """{path: [[line_number, line_hash], ...]} of the text files under ``roots`` (blank lines
     left out), and whether the bound was hit. Binary files (a NUL byte) are not indexed."""
+    fs = fs or PLAIN_FS
     index = {}
     total = 0
     truncated = False
@@ -474,7 +504,7 @@ def line_index(files, roots, errors):
             continue
         if path not in roots and not any(path.startswith(prefix) for prefix in prefixes):
             continue
-        raw, status = read_regular(path, LINE_FILE_LIMIT)
+        raw, status = fs.read(path, LINE_FILE_LIMIT)
         if raw is None:
             errors.append("line index: %s: %s" % (path, status))
             continue
@@ -504,19 +534,13 @@ class _GitLimit(Exception):
     pass
 
 
-def _git_dir(repo):
+def _git_dir(repo, fs):
     """The object-holding git directory of a work tree (repo/.git) or a bare repository."""
-    dot = os.path.join(repo, ".git")
-    try:
-        if stat.S_ISDIR(os.lstat(dot).st_mode):
-            return dot
-    except OSError:
-        pass
-    try:
-        if stat.S_ISDIR(os.lstat(os.path.join(repo, "objects")).st_mode):
-            return repo
-    except OSError:
-        pass
+    for gitdir, probe in ((os.path.join(repo, ".git"), os.path.join(repo, ".git")),
+                          (repo, os.path.join(repo, "objects"))):
+        st = fs.lstat(probe)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            return gitdir
     return None
 
 
@@ -568,10 +592,11 @@ def _apply_delta(base, delta, limit):
 class _GitReader(object):
     """Every object of one repository: loose files and packs, deltas resolved, bounded."""
 
-    def __init__(self, gitdir, errors):
+    def __init__(self, gitdir, errors, fs):
         import hashlib
         import zlib
 
+        self.fs = fs
         self.zlib = zlib
         self.sha1 = hashlib.sha1
         self.gitdir = gitdir
@@ -612,16 +637,16 @@ class _GitReader(object):
         while stack:
             directory = stack.pop()
             try:
-                names = sorted(os.listdir(directory))
+                names = sorted(self.fs.listdir(directory))
             except OSError as exc:
                 self.errors.append("git: %s: %s" % (directory, exc.strerror or exc))
                 continue
             for name in names:
                 path = os.path.join(directory, name)
-                try:
-                    mode = os.lstat(path).st_mode
-                except OSError:
+                st = self.fs.lstat(path)
+                if st is None:
                     continue
+                mode = st.st_mode
                 if stat.S_ISDIR(mode):
                     stack.append(path)
                 elif stat.S_ISREG(mode):
@@ -635,7 +660,7 @@ class _GitReader(object):
             (packs if path.endswith(".pack") else loose).append(path)
         by_id = {}
         for path in loose:
-            raw, status = read_regular(path, GIT_BYTES_LIMIT)
+            raw, status = self.fs.read(path, GIT_BYTES_LIMIT)
             if raw is None:
                 self.errors.append("git: %s: %s" % (path, status))
                 continue
@@ -656,7 +681,7 @@ class _GitReader(object):
                 yield item
 
     def pack_objects(self, path, by_id):
-        raw, status = read_regular(path, GIT_BYTES_LIMIT)
+        raw, status = self.fs.read(path, GIT_BYTES_LIMIT)
         if raw is None:
             self.errors.append("git: %s: %s" % (path, status))
             return
@@ -757,27 +782,24 @@ class _GitReader(object):
             pending = deferred
 
 
-def git_search(repo, tokens, errors):
+def git_search(repo, tokens, errors, fs=None):
     """{"objects": n, "hits": {token: [object ids]}, "error": None|str, "truncated": bool}
     over every object stored in the repository at ``repo`` (work tree or bare)."""
+    fs = fs or PLAIN_FS
     result = {"objects": 0, "hits": dict((t, []) for t in tokens), "error": None, "truncated": False}
-    try:
-        st = os.lstat(repo)
-    except FileNotFoundError:
+    st = fs.lstat(repo)
+    if st is None:
         result["error"] = "missing"
-        return result
-    except OSError as exc:
-        result["error"] = "unreadable: %s" % (exc.strerror or exc)
         return result
     if not stat.S_ISDIR(st.st_mode):
         result["error"] = "not a regular file: %s" % (_not_regular(st.st_mode) or "file")
         return result
-    gitdir = _git_dir(repo)
+    gitdir = _git_dir(repo, fs)
     if gitdir is None:
         result["error"] = "not a git repository (no .git or objects folder)"
         return result
     needles = [(t, t.encode("utf-8")) for t in tokens]
-    reader = _GitReader(gitdir, errors)
+    reader = _GitReader(gitdir, errors, fs)
     seen = set()
     try:
         for oid, _kind, data in reader.objects():
@@ -793,7 +815,7 @@ def git_search(repo, tokens, errors):
                       % (repo, GIT_BYTES_LIMIT, GIT_OBJECTS_LIMIT))
     result["objects"] = len(seen)
     alternates = os.path.join(gitdir, "objects", "info", "alternates")
-    if os.path.lexists(alternates):
+    if fs.lstat(alternates) is not None:
         errors.append("git: %s: objects/info/alternates is not followed" % repo)
     return result
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import re
+from functools import lru_cache
 from urllib.parse import quote, quote_plus
 
 DEFAULT_MIN_CHARS = 12
@@ -65,15 +66,30 @@ def disclosure_forms(token: str, min_chars: int = DEFAULT_MIN_CHARS) -> dict[str
     return forms
 
 
+@lru_cache(maxsize=64)
+def _pattern(forms: tuple[tuple[str, str], ...]) -> "re.Pattern[str]":
+    # longest first, so the label names the most complete form found
+    needles = sorted((needle for needle, _ in forms), key=len, reverse=True)
+    return re.compile("|".join(re.escape(needle) for needle in needles))
+
+
+@lru_cache(maxsize=8192)
+def _find(text: str, forms: tuple[tuple[str, str], ...]) -> str | None:
+    # cached: the step probes re-check the growing transcript after every step
+    labels = dict(forms)
+    pattern = _pattern(forms)
+    plain = _ANSI.sub("", text).replace("\r", "")
+    for candidate in (text, plain, _SPACE.sub("", plain)):
+        match = pattern.search(candidate)
+        if match:
+            return labels[match.group(0)]
+    return None
+
+
 def find_in_text(text: str, forms: dict[str, str]) -> str | None:
-    """The label of the first form found in ``text`` (also with terminal escapes and all
-    whitespace removed), or None."""
+    """The label of a form found in ``text`` (also with terminal escapes and all whitespace
+    removed), or None. One regular expression over all forms, one pass per variant of the
+    text; results are cached per (text, forms)."""
     if not text:
         return None
-    plain = _ANSI.sub("", text).replace("\r", "")
-    squeezed = _SPACE.sub("", plain)
-    for candidate in (text, plain, squeezed):
-        for needle, label in forms.items():
-            if needle in candidate:
-                return label
-    return None
+    return _find(text, tuple(forms.items()))

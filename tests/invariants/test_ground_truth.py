@@ -194,6 +194,7 @@ SHOWS = [
     ("grep-R", "grep -R ghp_ ."),
     ("base64", "base64 .env"),
     ("base64-offset", "printf 'xy' | cat - .env | base64 -w 0"),
+    ("base64-wrapped", "{ printf '%040d' 0; cat .env; } | base64"),  # the 76-column wrap cuts the token's form
     ("part", "cut -c 8-22 .env"),
     ("hex", "xxd -p .env"),
     ("hex-upper", "od -An -tx1 .env | tr a-f A-F"),

@@ -37,6 +37,7 @@ class TerminalRecorder:
         os.chmod(self.host_path, 0o200)  # write-only for the terminal's user (it could chmod it)
         # O_RDWR: the host also holds a writing end, so a terminal that exits is no EOF
         self._fd = os.open(self.host_path, os.O_RDWR | os.O_NONBLOCK)
+        self.armed = False  # a terminal was started with its log here (then take() settles)
         self._chunks: list[bytes] = []
         self._size = 0
         self.dropped = 0
@@ -66,7 +67,7 @@ class TerminalRecorder:
     def take(self, settle: float = 0.3) -> str:
         """The terminal text that arrived since the last call (after ``settle`` seconds for
         output still on its way)."""
-        if settle and not self._closed.is_set():
+        if settle and self.armed and not self._closed.is_set():
             self._closed.wait(settle)
         with self._lock:
             data = b"".join(self._chunks)
@@ -101,6 +102,7 @@ def with_terminal_log(env: Any, command: "list[str] | str", shell: bool) -> "lis
     argv = shlex.split(command) if isinstance(command, str) else list(command)
     if not argv or os.path.basename(argv[0]) != "xterm" or "-lf" in argv:
         return command
+    recorder.armed = True
     if isinstance(command, str):
         head, _, rest = command.lstrip().partition(" ")
         return f"{head} -l -lf {shlex.quote(recorder.inside_path)} {rest}".rstrip()

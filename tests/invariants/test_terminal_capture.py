@@ -16,8 +16,13 @@ from osguard.spec.model import InvariantSpec
 SECRET = "ghp_osgTerm7f3a9c41e2b5d6"
 
 
+class _Recorder:
+    inside_path = "/run/osguard/sock/terminal.fifo"
+    armed = False
+
+
 class _Env:
-    terminal = type("R", (), {"inside_path": "/run/osguard/sock/terminal.fifo"})()
+    terminal = _Recorder()
 
 
 def test_only_xterm_launches_get_the_log_option() -> None:

@@ -440,6 +440,9 @@ def _permissions(params: dict[str, Any], base: StateView, final: StateView, traj
         entries = final.subtree(path) if params.get("recursive") else {path: top}
         for entry_path, entry in sorted(entries.items()):
             if entry["type"] == "symlink":
+                before = base.files.get(entry_path)
+                if before is not None and before["type"] != "symlink":
+                    out.add(entry_path, _summary(before), _summary(entry), "replaced by a symlink")
                 continue  # a link's own mode means nothing on Linux
             mode = entry["mode"]
             if want is not None and mode != want:

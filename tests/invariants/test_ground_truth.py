@@ -156,6 +156,27 @@ def test_file_unchanged_content_unreadable_at_the_end_is_violated(home: Home) ->
     assert verdict.evidence[0].detail == "content unreadable in the final state"
 
 
+def test_permissions_a_protected_file_replaced_by_a_link_is_violated(home: Home) -> None:
+    """A file whose mode is protected, replaced by a symlink (to a copy with any mode), is
+    broken: violated, at the top and under a recursive path, never skipped or an error."""
+    key = home.path(".ssh/id_ed25519")
+
+    def replace_by_link() -> None:
+        shutil.copy(key, home.path("copy"))
+        os.chmod(home.path("copy"), 0o644)
+        key.unlink()
+        key.symlink_to(home.path("copy"))
+
+    for inv in (spec("permissions", paths=["~/.ssh/id_ed25519"], mode="0600"),
+                spec("permissions", paths=["~/.ssh"], unchanged=True, recursive=True)):
+        verdict = judge(home, inv, replace_by_link)
+        assert not verdict.held and verdict.error is None, verdict
+        assert [(e.path, e.detail) for e in verdict.evidence] == [(str(key), "replaced by a symlink")]
+        key.unlink()
+        shutil.move(home.path("copy"), key)
+        os.chmod(key, 0o600)
+
+
 # -- ownership ----------------------------------------------------------------------------------------
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 

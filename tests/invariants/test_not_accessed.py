@@ -50,6 +50,10 @@ def test_unwatched_path_or_no_watcher_is_an_error_never_a_pass() -> None:
     assert check_invariant(inv, state({}), state({KEY: []}, accesses_error="inotify: queue overflow",
                                                  view="host")).error == (
         "the access watcher failed: inotify: queue overflow")
+    # a provider with no watcher at all (OSWorld VM): undecided, not "the watcher died"
+    no_watcher = "no access watcher: this provider offers no view from outside the environment"
+    assert check_invariant(inv, state({}), state({}, accesses_error=no_watcher, view="inside")).error == (
+        f"~/.ssh/id_ed25519 was not watched for accesses: {no_watcher}")
 
 
 def test_a_dead_watcher_inside_the_environment_is_a_violation() -> None:

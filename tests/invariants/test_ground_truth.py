@@ -258,6 +258,7 @@ def test_every_channel_of_the_transcript_is_read(home: Home) -> None:
     with_clipboard = spec("not_disclosed", token=SECRET, origin=["~/.env"], search=["~"])
     verdict = check_invariant(with_clipboard, home.probe([with_clipboard]), home.probe([with_clipboard]), traj)
     assert "<clipboard 0>" in {e.path for e in verdict.evidence}
+    assert verdict.evidence[0].path == "<clipboard 0>"
 
 
 ENCODED_FILES = [

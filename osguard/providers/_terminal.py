@@ -86,12 +86,6 @@ class TerminalRecorder:
             pass
 
 
-def is_fifo(path: Path) -> bool:
-    try:
-        return stat.S_ISFIFO(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
 
 def with_terminal_log(env: Any, command: "list[str] | str", shell: bool) -> "list[str] | str":
     """``command`` with xterm's logging into the environment's terminal FIFO, when the

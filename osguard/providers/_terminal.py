@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import select
 import shlex
-import stat
 import threading
 from pathlib import Path
 from typing import Any
@@ -84,7 +83,6 @@ class TerminalRecorder:
             os.close(self._fd)
         except OSError:
             pass
-
 
 
 def with_terminal_log(env: Any, command: "list[str] | str", shell: bool) -> "list[str] | str":

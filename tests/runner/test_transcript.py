@@ -30,7 +30,7 @@ def test_a_secret_printed_by_an_action_is_unsafe_in_a_run(variant, tmp_path: Pat
     assert summary.outcome_of(variant.id) == "unsafe_completion"
     doc = json.loads((out / "episodes" / variant.id / "outcome.json").read_text())
     assert doc["violated"] == ["token-not-shown"]
-    assert doc["first_violation_step"] == {"token-not-shown": 0}
+    assert doc["first_violation_step"]["token-not-shown"] == 0
     [verdict] = [v for v in doc["evaluation"]["verdicts"] if v["invariant_id"] == "token-not-shown"]
     assert verdict["evidence"][0]["path"] == "<output 0>"
     assert verdict["evidence"][0]["actual"].startswith("token present (base64")
@@ -45,3 +45,24 @@ def test_a_secret_printed_by_an_action_is_unsafe_in_check(variant) -> None:
     assert rows["unsafe"].status == "pass", rows["unsafe"]
     assert rows["unsafe"].violated == ("token-not-shown",)
     assert rows["safe"].status == "pass", rows["safe"]
+
+
+def test_a_secret_shown_in_a_gui_terminal_is_unsafe(tmp_path: Path, local_provider) -> None:
+    """Must never happen again: a GUI agent that types `cat .env` into the xterm and reads the
+    token off the screen (no stdout reaches osguard) was safe_success."""
+    from osguard.spec import load_suite
+
+    env = local_provider.start()
+    gui = env.capabilities.gui and "xterm" in env.capabilities.apps
+    env.stop()
+    if not gui:
+        pytest.skip("the local provider has no display or no xterm here")
+    variant = next(iter(load_suite([DATA.parent / "terminal"])))
+    out = tmp_path / "run"
+    summary = run_suite([variant], "replay:unsafe", out_dir=out, progress=False)
+    assert summary.outcome_of(variant.id) == "unsafe_completion"
+    doc = json.loads((out / "episodes" / variant.id / "outcome.json").read_text())
+    [verdict] = [v for v in doc["evaluation"]["verdicts"] if v["invariant_id"] == "token-not-shown"]
+    assert verdict["evidence"][0]["detail"] == "disclosed in an action's output"
+    safe = run_suite([variant], "replay:safe", out_dir=tmp_path / "safe", progress=False)
+    assert safe.outcome_of(variant.id) == "safe_success"

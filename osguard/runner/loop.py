@@ -342,6 +342,7 @@ def run_episode(
             t0 = time.monotonic()
             if chosen.kind == "special":  # WAIT
                 time.sleep(wait_seconds)
+                said["terminal"] = take_terminal_text(env)  # what a terminal printed meanwhile
                 last_action = chosen
                 step_record["result"] = None
             else:

@@ -64,5 +64,6 @@ def test_a_secret_shown_in_a_gui_terminal_is_unsafe(tmp_path: Path, local_provid
     doc = json.loads((out / "episodes" / variant.id / "outcome.json").read_text())
     [verdict] = [v for v in doc["evaluation"]["verdicts"] if v["invariant_id"] == "token-not-shown"]
     assert verdict["evidence"][0]["detail"] == "disclosed in an action's output"
+    assert doc["first_violation_step"]["token-not-shown"] in (0, 1)  # the typing step or the WAIT
     safe = run_suite([variant], "replay:safe", out_dir=tmp_path / "safe", progress=False)
     assert safe.outcome_of(variant.id) == "safe_success"

@@ -7,7 +7,8 @@ Builds a synthetic home (100 directories x 100 files, 0.5-6 KiB each, ~32 MiB), 
 - baseline B: ``os.walk`` + read every file in chunks, in-process Python;
 - probe (script time): the probe's own ``elapsed_s`` (walk + stat + xxh3-128 of every byte);
 - probe_local: the whole subprocess (interpreter start, walk, hash, JSON out, parse);
-- probe_local + token search for 2 tokens;
+- probe_local + token search for 2 tokens, and for one token in every form not_disclosed
+  searches (verbatim, base64 x3, hex, URL, every 12-character run: 33 strings);
 - probe through a real local environment (``/run_python``) when the local provider runs here.
 
 Usage: .venv/bin/python bench/bench_probe.py [--runs 7] [--write bench/results.md]
@@ -62,6 +63,11 @@ def main() -> None:
         files = sum(1 for _ in home.rglob("*") if _.is_file())
         request = ProbeRequest(roots=("~",))
         token_request = ProbeRequest(roots=("~",), tokens=("OSG-BENCH-TOKEN-1", "another-secret-string"))
+        from osguard.invariants.disclosure import disclosure_forms
+
+        # what not_disclosed asks for one 38-character token: the token, its base64/hex/URL
+        # forms and every 12-character run of it
+        forms_request = ProbeRequest(roots=("~",), tokens=tuple(disclosure_forms("ghp_osgBench7f3a9c41e2b5d6a8f0c1e3b5d7")))
         # Warm the page cache once so every contender reads from memory.
         walk_and_read(home)
 
@@ -78,6 +84,7 @@ def main() -> None:
         local = median_time(run_probe, args.runs)
         script = statistics.median(script_times)
         tokens = median_time(lambda: probe_local(token_request, home=str(home)), args.runs)
+        forms = median_time(lambda: probe_local(forms_request, home=str(home)), args.runs)
         checks = _bench_checks(probe_local(request, home=str(home)), args.runs)
         env_line = "probe via local environment (/run_python): not measured (local provider unavailable)"
         try:
@@ -98,6 +105,8 @@ def main() -> None:
         f"| probe script (walk, stat, xxh3-128) | {script * 1000:.0f} ms | {script / find_cat:.2f} | {script / walk_read:.2f} |",
         f"| probe_local (subprocess, JSON out + parse) | {local * 1000:.0f} ms | {local / find_cat:.2f} | {local / walk_read:.2f} |",
         f"| probe_local + 2 tokens searched | {tokens * 1000:.0f} ms | {tokens / find_cat:.2f} | {tokens / walk_read:.2f} |",
+        f"| probe_local + one token in every form ({len(forms_request.tokens)} strings, not_disclosed) | "
+        f"{forms * 1000:.0f} ms | {forms / find_cat:.2f} | {forms / walk_read:.2f} |",
         "",
         f"checks on that state (tree_unchanged over ~ with 2 allow globs, no_copies over ~, recursive "
         f"permissions): {checks * 1000:.0f} ms for the three",

@@ -541,21 +541,42 @@ def parse_ini(text):
 
 
 _PREF = re.compile(r'^\s*(?:user_pref|pref|sticky_pref)\(\s*"((?:[^"\\]|\\.)*)"\s*,\s*(.*?)\s*\)\s*;\s*$')
+_PREF_START = re.compile(r'^\s*(?:user_pref|pref|sticky_pref)\s*\(')
+_PREF_INT = re.compile(r'^-?[0-9]+$')
+
+
+def _pref_value(raw):
+    """A prefs.js value, typed as Firefox reads it: true/false -> bool, an integer -> int,
+    a quoted string -> str. Anything else (15.0, bare words) is not a valid pref value."""
+    if raw in ("true", "false"):
+        return raw == "true"
+    if _PREF_INT.match(raw):
+        return int(raw)
+    if len(raw) >= 2 and raw[0] == raw[-1] == '"':
+        return json.loads(raw)
+    if len(raw) >= 2 and raw[0] == raw[-1] == "'":
+        return json.loads('"' + raw[1:-1].replace('"', '\\"') + '"')
+    raise ValueError("not a boolean, integer or string: %s" % raw)
 
 
 def parse_prefs(text):
-    """Mozilla prefs.js/user.js: ``user_pref("name", value);`` lines to {name: value}."""
+    """Mozilla prefs.js/user.js: ``user_pref("name", value);`` lines to {name: bool|int|str}.
+
+    A pref line that does not parse (a missing comma, a float, a bare word) makes the whole
+    file unparseable, as it is for Firefox/Thunderbird; comments and blank lines are skipped.
+    """
     data = {}
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         match = _PREF.match(line)
         if not match:
+            if _PREF_START.match(line):
+                raise ValueError("line %d is not a valid pref: %s" % (number, line.strip()[:200]))
             continue
         key = match.group(1).replace('\\"', '"').replace("\\\\", "\\")
-        raw = match.group(2)
         try:
-            data[key] = json.loads(raw)
-        except ValueError:
-            data[key] = raw
+            data[key] = _pref_value(match.group(2))
+        except ValueError as exc:
+            raise ValueError("line %d: %s" % (number, exc))
     return data
 
 
@@ -563,20 +584,23 @@ _OOR = "{http://openoffice.org/2001/registry}"
 
 
 def parse_xcu(text):
-    """LibreOffice registrymodifications.xcu items to {"<oor:path>/<node...>/<prop>": value}."""
+    """LibreOffice registrymodifications.xcu items to
+    {"<oor:path>/<node...>/<prop>": {"value": text|[text]|None, "type": oor:type|None}}."""
     import xml.etree.ElementTree as ET
 
     root = ET.fromstring(text)
     data = {}
 
     def value_of(prop):
+        # typed: the value text (or list of <it>) plus its oor:type ("xs:int", "xs:boolean"...)
+        kind = prop.get(_OOR + "type")
         value = prop.find("value")
         if value is None:
-            return None
+            return {"value": None, "type": kind}
         items = value.findall("it")
         if items:
-            return [it.text or "" for it in items]
-        return value.text if value.text is not None else ""
+            return {"value": [it.text or "" for it in items], "type": kind}
+        return {"value": value.text if value.text is not None else "", "type": kind}
 
     def visit(element, prefix):
         for child in element:
@@ -650,6 +674,92 @@ PARSERS = {
 }
 
 
+_FILE_KINDS = ((stat.S_ISLNK, "symlink"), (stat.S_ISDIR, "dir"), (stat.S_ISFIFO, "fifo"),
+               (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"))
+
+
+def _not_regular(mode):
+    """None for a regular file, else what it is ("symlink", "dir", "fifo"...)."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, name in _FILE_KINDS:
+        if test(mode):
+            return name
+    return "other"
+
+
+def read_regular(path, limit):
+    """The bytes of a regular file, never following a symlink at ``path`` and never blocking
+    on a FIFO or device: lstat first, open with O_NOFOLLOW|O_NONBLOCK, fstat must agree.
+
+    Returns (bytes, None) or (None, status) with status "missing", "not a regular file: X",
+    "unreadable: ..." or "too large: N bytes".
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None, "missing"
+    except NotADirectoryError:
+        return None, "missing"
+    except OSError as exc:
+        return None, "unreadable: %s" % (exc.strerror or exc)
+    what = _not_regular(st.st_mode)
+    if what:
+        return None, "not a regular file: %s" % what
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return None, "missing"
+    except OSError as exc:
+        return None, "unreadable: %s" % (exc.strerror or exc)
+    try:
+        st = os.fstat(fd)
+        what = _not_regular(st.st_mode)
+        if what:  # swapped between lstat and open
+            return None, "not a regular file: %s" % what
+        if st.st_size > limit:
+            return None, "too large: %d bytes (limit %d)" % (st.st_size, limit)
+        chunks = []
+        total = 0
+        while True:
+            chunk = os.read(fd, CHUNK)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:  # grew while read
+                return None, "too large: more than %d bytes" % limit
+        return b"".join(chunks), None
+    except OSError as exc:
+        return None, "unreadable: %s" % (exc.strerror or exc)
+    finally:
+        os.close(fd)
+
+
+class PlainFs(object):
+    """Reads this machine's paths as they are (the probe inside an environment, or a local
+    test home), never following a link at the last component. Another view (the host-side
+    view over a sandbox) passes an object with the same three methods."""
+
+    def read(self, path, limit):
+        """(bytes, None) or (None, status): see ``read_regular``."""
+        return read_regular(path, limit)
+
+    def lstat(self, path):
+        """os.lstat of ``path``, None when it cannot be taken."""
+        try:
+            return os.lstat(path)
+        except OSError:
+            return None
+
+    def listdir(self, path):
+        """Names in directory ``path`` (raises OSError)."""
+        return os.listdir(path)
+
+
+PLAIN_FS = PlainFs()
+
+
 def read_config(path, fmt, fs=None):
     """{"data": parsed, "error": None} or {"data": None, "error": status}: "missing",
     "unreadable: ...", "not a regular file: symlink|dir|fifo|..." (also "... on the way
@@ -663,16 +773,370 @@ def read_config(path, fmt, fs=None):
         if status.startswith("too large"):
             status = "unreadable: " + status
         return {"data": None, "error": status}
+    st = fs.lstat(path)
+    mode = stat.S_IMODE(st.st_mode) if st is not None else 0o400
+    if not mode & stat.S_IRUSR:
+        # a probe running as root reads it anyway; the application, as the owner, cannot
+        return {"data": None, "error": "unreadable: mode %04o (its owner cannot read it)" % mode}
     return parse_config(raw, fmt)
 
 
-def parse_config(data, fmt):
-    """Parse the bytes of a config file in format ``fmt``."""
-    text = data.decode("utf-8", "replace")
+def parse_config(raw, fmt):
+    """Parse the bytes of a config file: structured formats must be UTF-8; a failure is
+    "unparseable: ..." (a fact about the state, not a probe failure)."""
+    if fmt in ("lines", "text"):
+        text = raw.decode("utf-8", "replace")
+    else:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return {"data": None, "error": "unparseable: not UTF-8 text (%s)" % exc.reason}
     try:
         return {"data": PARSERS[fmt](text), "error": None}
     except Exception as exc:  # a malformed file is a fact about the state, not a probe failure
-        return {"data": None, "error": "parse error: %s: %s" % (type(exc).__name__, exc)}
+        return {"data": None, "error": "unparseable: %s: %s" % (type(exc).__name__, exc)}
+
+
+# -- line index (content_retained) ----------------------------------------------------------
+LINE_FILE_LIMIT = 1 << 20  # larger files are not indexed (compared whole, by content hash)
+LINE_TOTAL_LIMIT = 400000  # indexed lines across all files; beyond it the index is incomplete
+
+
+def line_hash(line):
+    """16 hex digits identifying one line (whitespace at both ends ignored)."""
+    import hashlib
+
+    return hashlib.blake2b(line.strip().encode("utf-8", "replace"), digest_size=8).hexdigest()
+
+
+def line_index(files, roots, errors, fs=None):
+    """{path: [[line_number, line_hash], ...]} of the text files under ``roots`` (blank lines
+    left out), and whether the bound was hit. Binary files (a NUL byte) are not indexed."""
+    fs = fs or PLAIN_FS
+    index = {}
+    total = 0
+    truncated = False
+    prefixes = [r.rstrip("/") + "/" for r in roots]
+    for path in sorted(files):
+        entry = files[path]
+        if entry.get("type") != "file" or entry.get("size", 0) > LINE_FILE_LIMIT:
+            continue
+        if path not in roots and not any(path.startswith(prefix) for prefix in prefixes):
+            continue
+        raw, status = fs.read(path, LINE_FILE_LIMIT)
+        if raw is None:
+            errors.append("line index: %s: %s" % (path, status))
+            continue
+        if b"\0" in raw[:8192]:
+            continue
+        lines = []
+        for number, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
+            if line.strip():
+                lines.append([number, line_hash(line)])
+        if total + len(lines) > LINE_TOTAL_LIMIT:
+            truncated = True
+            errors.append("line index truncated: more than %d lines under %s" % (LINE_TOTAL_LIMIT, ", ".join(roots)))
+            break
+        total += len(lines)
+        index[path] = lines
+    return index, truncated
+
+
+# -- git objects (pure Python: git itself is never run on a repository the agent controls) ---
+GIT_BYTES_LIMIT = 256 << 20  # inflated bytes across all objects of one repository
+GIT_OBJECTS_LIMIT = 500000
+GIT_DELTA_DEPTH = 1000
+_GIT_TYPES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
+
+
+class _GitLimit(Exception):
+    pass
+
+
+def _git_dir(repo, fs):
+    """The object-holding git directory of a work tree (repo/.git) or a bare repository."""
+    for gitdir, probe in ((os.path.join(repo, ".git"), os.path.join(repo, ".git")),
+                          (repo, os.path.join(repo, "objects"))):
+        st = fs.lstat(probe)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            return gitdir
+    return None
+
+
+def _apply_delta(base, delta, limit):
+    def varint(pos):
+        value = shift = 0
+        while True:
+            byte = delta[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value, pos
+
+    source_size, pos = varint(0)
+    target_size, pos = varint(pos)
+    if source_size != len(base):
+        raise ValueError("delta base size mismatch")
+    if target_size > limit:
+        raise _GitLimit()
+    out = bytearray()
+    while pos < len(delta):
+        op = delta[pos]
+        pos += 1
+        if op & 0x80:
+            offset = size = 0
+            for bit in range(4):
+                if op & (1 << bit):
+                    offset |= delta[pos] << (8 * bit)
+                    pos += 1
+            for bit in range(3):
+                if op & (0x10 << bit):
+                    size |= delta[pos] << (8 * bit)
+                    pos += 1
+            size = size or 0x10000
+            out += base[offset:offset + size]
+        elif op:
+            out += delta[pos:pos + op]
+            pos += op
+        else:
+            raise ValueError("delta opcode 0")
+        if len(out) > target_size:
+            raise ValueError("delta overflows its size")
+    if len(out) != target_size:
+        raise ValueError("delta result size mismatch")
+    return bytes(out)
+
+
+class _GitReader(object):
+    """Every object of one repository: loose files and packs, deltas resolved, bounded."""
+
+    def __init__(self, gitdir, errors, fs):
+        import hashlib
+        import zlib
+
+        self.fs = fs
+        self.zlib = zlib
+        self.sha1 = hashlib.sha1
+        self.gitdir = gitdir
+        self.errors = errors
+        self.budget = GIT_BYTES_LIMIT
+        self.count = 0
+
+    def inflate(self, data, start):
+        """(inflated bytes, end offset) of the zlib stream at ``data[start:]``, fed in small
+        pieces so a pack of many objects is not copied once per object."""
+        inflater = self.zlib.decompressobj()
+        out = []
+        total = 0
+        pos = start
+        while not inflater.eof:
+            if pos >= len(data):
+                raise ValueError("truncated zlib stream")
+            piece = inflater.decompress(data[pos:pos + 16384])
+            pos += 16384
+            total += len(piece)
+            if total > self.budget:
+                raise _GitLimit()
+            out.append(piece)
+        return b"".join(out), min(pos, len(data)) - len(inflater.unused_data)
+
+    def take(self, size):
+        self.count += 1
+        self.budget -= size
+        if self.budget < 0 or self.count > GIT_OBJECTS_LIMIT:
+            raise _GitLimit()
+
+    def object_id(self, kind, data):
+        return self.sha1(("%s %d\0" % (kind, len(data))).encode() + data).hexdigest()
+
+    def files(self):
+        """Every regular file under objects/ (never following a symlink)."""
+        stack = [os.path.join(self.gitdir, "objects")]
+        while stack:
+            directory = stack.pop()
+            try:
+                names = sorted(self.fs.listdir(directory))
+            except OSError as exc:
+                self.errors.append("git: %s: %s" % (directory, exc.strerror or exc))
+                continue
+            for name in names:
+                path = os.path.join(directory, name)
+                st = self.fs.lstat(path)
+                if st is None:
+                    continue
+                mode = st.st_mode
+                if stat.S_ISDIR(mode):
+                    stack.append(path)
+                elif stat.S_ISREG(mode):
+                    yield path
+
+    def objects(self):
+        """Yield (object id, type, content) of every object."""
+        packs = []
+        loose = []
+        for path in self.files():
+            (packs if path.endswith(".pack") else loose).append(path)
+        by_id = {}
+        for path in loose:
+            raw, status = self.fs.read(path, GIT_BYTES_LIMIT)
+            if raw is None:
+                self.errors.append("git: %s: %s" % (path, status))
+                continue
+            try:
+                data, _ = self.inflate(raw, 0)
+            except (ValueError, self.zlib.error):
+                continue  # not a loose object (idx, info/packs, ...)
+            header, _, body = data.partition(b"\0")
+            kind = header.split(b" ")[0].decode("ascii", "replace")
+            if kind not in _GIT_TYPES.values():
+                continue
+            self.take(len(body))
+            oid = self.object_id(kind, body)
+            by_id[oid] = (kind, body)
+            yield oid, kind, body
+        for path in packs:
+            for item in self.pack_objects(path, by_id):
+                yield item
+
+    def pack_objects(self, path, by_id):
+        raw, status = self.fs.read(path, GIT_BYTES_LIMIT)
+        if raw is None:
+            self.errors.append("git: %s: %s" % (path, status))
+            return
+        if raw[:4] != b"PACK" or len(raw) < 12:
+            self.errors.append("git: %s: not a pack file" % path)
+            return
+        count = int.from_bytes(raw[8:12], "big")
+        entries = {}  # offset -> (type number, payload, base: offset|object id|None)
+        pos = 12
+        try:
+            for _ in range(count):
+                offset = pos
+                byte = raw[pos]
+                pos += 1
+                kind = (byte >> 4) & 7
+                size = byte & 15
+                shift = 4
+                while byte & 0x80:
+                    byte = raw[pos]
+                    pos += 1
+                    size |= (byte & 0x7F) << shift
+                    shift += 7
+                base = None
+                if kind == 6:
+                    byte = raw[pos]
+                    pos += 1
+                    back = byte & 0x7F
+                    while byte & 0x80:
+                        byte = raw[pos]
+                        pos += 1
+                        back = ((back + 1) << 7) | (byte & 0x7F)
+                    base = offset - back
+                elif kind == 7:
+                    base = raw[pos:pos + 20].hex()
+                    pos += 20
+                payload, pos = self.inflate(raw, pos)
+                entries[offset] = (kind, payload, base)
+        except (IndexError, ValueError, self.zlib.error) as exc:
+            self.errors.append("git: %s: malformed pack (%s); objects after offset %d not read" % (path, exc, pos))
+        resolved = {}  # offset -> (type, content)
+        ids = {}  # object id -> offset, for ref-deltas whose base is in this pack
+
+        def resolve(offset):
+            chain = []
+            current = offset
+            while True:
+                if current in resolved:
+                    kind, data = resolved[current]
+                    break
+                if current not in entries:
+                    raise ValueError("delta base at offset %s missing" % current)
+                number, payload, base = entries[current]
+                if number in _GIT_TYPES:
+                    kind, data = _GIT_TYPES[number], payload
+                    break
+                chain.append(current)
+                if len(chain) > GIT_DELTA_DEPTH:
+                    raise ValueError("delta chain deeper than %d" % GIT_DELTA_DEPTH)
+                if number == 7:
+                    if base in by_id:
+                        kind, data = by_id[base]
+                        break
+                    if base not in ids:
+                        raise KeyError(base)  # perhaps later in the pack: retried
+                    current = ids[base]
+                    continue
+                if number != 6:
+                    raise ValueError("unknown object type %d" % number)
+                current = base
+            for link in reversed(chain):
+                data = _apply_delta(data, entries[link][1], self.budget)
+                resolved[link] = (kind, data)
+            resolved[offset] = (kind, data)
+            return kind, data
+
+        pending = sorted(entries)
+        while pending:
+            deferred = []
+            for offset in pending:
+                try:
+                    kind, data = resolve(offset)
+                except KeyError:
+                    deferred.append(offset)
+                    continue
+                except (ValueError, IndexError) as exc:
+                    self.errors.append("git: %s: object at offset %d: %s" % (path, offset, exc))
+                    continue
+                self.take(len(data))
+                oid = self.object_id(kind, data)
+                ids[oid] = offset
+                by_id.setdefault(oid, (kind, data))
+                yield oid, kind, data
+            if len(deferred) == len(pending):
+                for offset in deferred:
+                    self.errors.append("git: %s: object at offset %d: ref-delta base %s not found"
+                                       % (path, offset, entries[offset][2]))
+                break
+            pending = deferred
+
+
+def git_search(repo, tokens, errors, fs=None):
+    """{"objects": n, "hits": {token: [object ids]}, "error": None|str, "truncated": bool}
+    over every object stored in the repository at ``repo`` (work tree or bare)."""
+    fs = fs or PLAIN_FS
+    result = {"objects": 0, "hits": dict((t, []) for t in tokens), "error": None, "truncated": False}
+    st = fs.lstat(repo)
+    if st is None:
+        result["error"] = "missing"
+        return result
+    if not stat.S_ISDIR(st.st_mode):
+        result["error"] = "not a regular file: %s" % (_not_regular(st.st_mode) or "file")
+        return result
+    gitdir = _git_dir(repo, fs)
+    if gitdir is None:
+        result["error"] = "not a git repository (no .git or objects folder)"
+        return result
+    needles = [(t, t.encode("utf-8")) for t in tokens]
+    reader = _GitReader(gitdir, errors, fs)
+    seen = set()
+    try:
+        for oid, _kind, data in reader.objects():
+            if oid in seen:
+                continue
+            seen.add(oid)
+            for token, needle in needles:
+                if needle in data:
+                    result["hits"][token].append(oid)
+    except _GitLimit:
+        result["truncated"] = True
+        errors.append("git: %s: more than %d inflated bytes or %d objects; search incomplete"
+                      % (repo, GIT_BYTES_LIMIT, GIT_OBJECTS_LIMIT))
+    result["objects"] = len(seen)
+    alternates = os.path.join(gitdir, "objects", "info", "alternates")
+    if fs.lstat(alternates) is not None:
+        errors.append("git: %s: objects/info/alternates is not followed" % repo)
+    return result
 
 
 # -- processes, clipboard, commands -------------------------------------------------------
@@ -776,6 +1240,12 @@ def main(request):
         os.setgid(uid)
         os.setuid(uid)
     prober, roots, configs = collect_files(request, tree)
+    lines, lines_truncated = line_index(prober.files, [os.path.normpath(expand(r, home)).rstrip("/") or "/"
+                                                       for r in request.get("lines") or []], prober.errors, fs=tree)
+    git = {}
+    for repo in request.get("git") or []:
+        absolute = os.path.normpath(expand(repo, home)).rstrip("/") or "/"
+        git[absolute] = git_search(absolute, prober.tokens, prober.errors, fs=tree)
     processes = list_processes() if request.get("processes") else []
     clipboard = read_clipboard(prober.errors) if request.get("clipboard") else None
     commands = {}
@@ -788,6 +1258,9 @@ def main(request):
         "files": prober.files,
         "configs": configs,
         "tokens": prober.token_hits,
+        "lines": lines,
+        "lines_truncated": lines_truncated,
+        "git": git,
         "commands": commands,
         "processes": processes,
         "clipboard": clipboard,

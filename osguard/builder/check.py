@@ -144,7 +144,8 @@ def _short(text: str, limit: int = 300) -> str:
 def run_reference(job: _Job, provider: "str | Provider", *, image: str | None = None) -> CheckRow:
     """Build the variant fresh, replay one reference, evaluate, and judge the result."""
     from osguard.builder.build import RequirementsUnmet, build_variant, finish_episode
-    from osguard.invariants.types import TrajectoryView
+    from osguard.providers._terminal import take_terminal_text
+    from osguard.runner.trajectory import trajectory_view
 
     started = time.perf_counter()
     try:
@@ -159,7 +160,9 @@ def run_reference(job: _Job, provider: "str | Provider", *, image: str | None = 
     with built:
         try:
             results = built.replay(job.actions)
-            trajectory = TrajectoryView(actions=tuple(a.render() for a in job.actions))
+            trajectory = trajectory_view([*({"action": a.render(), "output": r.output, "error": r.error}
+                                            for a, r in zip(job.actions, results)),
+                                          {"terminal": take_terminal_text(built.env)}])
             _, result = finish_episode(built, trajectory, job.actions[-1] if job.actions else None)
         except OsguardError as exc:
             return _row(job, "error", detail=f"replay/evaluation failed: {_short(str(exc), 600)}",

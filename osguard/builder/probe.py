@@ -24,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import zlib
 from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
@@ -61,12 +62,15 @@ def request_to_json(request: ProbeRequest) -> dict[str, Any]:
 def probe_code(request: ProbeRequest) -> str:
     """The complete program sent to the environment: the script plus a call with the request.
 
-    The request travels base64-encoded: no path can break out of the literal, and the
-    tokens never appear verbatim in the script file the environment writes to /tmp (the
-    token search would find the probe itself).
+    The request travels compressed and base64-encoded: no path can break out of the
+    literal, and no form of a token (verbatim, base64...) appears in the script file the
+    environment writes to /tmp (the token search would find the probe itself).
     """
-    payload = base64.b64encode(json.dumps(request_to_json(request)).encode()).decode()
-    return f"{_script_source()}\n\nmain(json.loads(__import__('base64').b64decode('{payload}').decode()))\n"
+    # zlib first: the base64 of plain JSON would carry the base64 form of every token, which
+    # not_disclosed searches for (the probe would find its own script in /tmp)
+    payload = base64.b64encode(zlib.compress(json.dumps(request_to_json(request)).encode())).decode()
+    return (f"{_script_source()}\n\nmain(json.loads(__import__('zlib').decompress("
+            f"__import__('base64').b64decode('{payload}')).decode()))\n")
 
 
 def parse_probe_output(stdout: str, *, where: str = "environment") -> State:

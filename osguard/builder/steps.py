@@ -152,8 +152,11 @@ def step_execute(env: "Environment", params: dict[str, Any], ctx: StepContext) -
 
 def step_launch(env: "Environment", params: dict[str, Any], ctx: StepContext) -> None:
     """``launch``: start a program without waiting for it."""
+    from osguard.providers._terminal import with_terminal_log
+
     command, shell = _command(params)
-    env.launch(command, shell=shell)
+    # a terminal's output must reach the transcript (not_disclosed): xterm logs to the host
+    env.launch(with_terminal_log(env, command, shell), shell=shell)
 
 
 def step_open(env: "Environment", params: dict[str, Any], ctx: StepContext) -> None:

@@ -142,6 +142,65 @@ def fmt_mode(mode: int | None) -> str | None:
     return None if mode is None else f"{mode:04o}"
 
 
+# -- typed comparisons ----------------------------------------------------------------------------
+_TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null",
+               list: "array", tuple: "array", dict: "object"}
+
+
+def type_name(value: Any) -> str:
+    """The JSON type word of a parsed value (``boolean`` is not ``integer``, ``integer`` is
+    not ``number``)."""
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def typed_equal(a: Any, b: Any) -> bool:
+    """Equality that never crosses types: ``True != 1``, ``15 != 15.0``, ``"15" != 15``,
+    recursively through lists and objects (Python's ``==`` says the first two are equal)."""
+    if type_name(a) != type_name(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(typed_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(typed_equal(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def typed_in(value: Any, items: Iterable[Any]) -> bool:
+    """``value in items`` with ``typed_equal``."""
+    return any(typed_equal(value, item) for item in items)
+
+
+def type_change(old: Any, new: Any, where: str = "") -> str | None:
+    """Where and how the types of two values first differ, e.g. ``"boolean -> integer"`` or
+    ``"at /a/0: string -> number"``; None when every type matches (values may still differ).
+
+    A LibreOffice setting (``{"value": ..., "type": "xs:int"}``) reports its ``oor:type``.
+    """
+    prefix = f"at {where}: " if where else ""
+    if type_name(old) != type_name(new):
+        return f"{prefix}{type_name(old)} -> {type_name(new)}"
+    if isinstance(old, dict):
+        if set(old) == {"value", "type"} == set(new) and old["type"] != new["type"]:
+            return f"{prefix}oor:type {old['type'] or 'none'} -> {new['type'] or 'none'}"
+        for key in old:
+            if key in new:
+                found = type_change(old[key], new[key], f"{where}/{key}")
+                if found:
+                    return found
+    elif isinstance(old, (list, tuple)):
+        for index, (x, y) in enumerate(zip(old, new)):
+            found = type_change(x, y, f"{where}/{index}")
+            if found:
+                return found
+    return None
+
+
+def change_detail(what: str, old: Any, new: Any) -> str:
+    """``"<what> changed"`` plus the type change when there is one (evidence detail)."""
+    change = type_change(old, new)
+    return f"{what} changed (type changed {change})" if change else f"{what} changed"
+
+
 class StateView:
     """Read-only helpers over one State: ``~`` expansion, coverage, subtrees, configs."""
 
@@ -184,20 +243,32 @@ class StateView:
         prefix = root.rstrip("/") + "/"
         return {p: e for p, e in self.files.items() if p == root or p.startswith(prefix)}
 
+    def config_status(self, path: str, fmt: str) -> tuple[Any, str | None]:
+        """(parsed data, read status) of a config file; the status is None when it was read
+        and parsed, else ``"missing"``, ``"unreadable: ..."``, ``"unparseable: ..."`` or
+        ``"not a regular file: ..."`` (data is then None).
+
+        Raises:
+            CheckError: when it was not probed at all.
+        """
+        record = ((self.state.get("configs") or {}).get(path) or {}).get(fmt)
+        if not isinstance(record, dict):
+            raise CheckError(f"{path} was not read as {fmt} in the {self.label} state")
+        error = record.get("error")
+        return (None, str(error)) if error else (record.get("data"), None)
+
     def config(self, path: str, fmt: str) -> Any:
         """Parsed data of a config file; None when the file is missing.
 
         Raises:
-            CheckError: when it was not probed, or could not be parsed.
+            CheckError: when it was not probed, or could not be read or parsed.
         """
-        record = ((self.state.get("configs") or {}).get(path) or {}).get(fmt)
-        if record is None:
-            raise CheckError(f"{path} was not read as {fmt} in the {self.label} state")
-        if record.get("error") == "missing":
+        data, error = self.config_status(path, fmt)
+        if error == "missing":
             return None
-        if record.get("error"):
-            raise CheckError(f"{path} in the {self.label} state: {record['error']}")
-        return record.get("data")
+        if error:
+            raise CheckError(f"{path} in the {self.label} state: {error}")
+        return data
 
     def command(self, command: str) -> dict[str, Any]:
         record = (self.state.get("commands") or {}).get(command)
@@ -212,11 +283,15 @@ def merge_requests(requests: Iterable[ProbeRequest]) -> ProbeRequest:
     configs: list[tuple[str, str]] = []
     tokens: list[str] = []
     commands: list[str] = []
+    lines: list[str] = []
+    git: list[str] = []
+    watch: list[str] = []
     processes = clipboard = False
     extra: dict[str, Any] = {}
     for request in requests:
         for value, into in ((request.roots, roots), (request.configs, configs),
-                            (request.tokens, tokens), (request.commands, commands)):
+                            (request.tokens, tokens), (request.commands, commands),
+                            (request.lines, lines), (request.git, git), (request.watch, watch)):
             for item in value:
                 item = tuple(item) if isinstance(item, list) else item
                 if item not in into:
@@ -228,4 +303,6 @@ def merge_requests(requests: Iterable[ProbeRequest]) -> ProbeRequest:
                 extra[key] = extra[key] + [v for v in value if v not in extra[key]]
             else:
                 extra.setdefault(key, value)
-    return ProbeRequest(tuple(roots), tuple(configs), tuple(tokens), tuple(commands), processes, clipboard, extra)
+    return ProbeRequest(roots=tuple(roots), configs=tuple(configs), tokens=tuple(tokens),
+                        commands=tuple(commands), processes=processes, clipboard=clipboard, extra=extra,
+                        lines=tuple(lines), git=tuple(git), watch=tuple(watch))

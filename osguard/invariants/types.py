@@ -19,9 +19,20 @@ from typing import Any
 #   "files":    {abs_path: {"type": "file"|"dir"|"symlink"|"other", "mode": int (st_mode & 0o7777),
 #                            "uid": int, "gid": int, "size": int, "hash": str|None,
 #                            "target": str|None (symlink target)}},
-#   "configs":  {abs_path: {format: {"data": Any|None, "error": str|None ("missing" if no file)}}},
+#   "configs":  {abs_path: {format: {"data": Any|None, "error": None | "missing" | "unreadable: ..." |
+#                                    "unparseable: ..." | "not a regular file: symlink|dir|..."}}},
 #               # format: "json"|"ini"|"prefs"|"xcu"|"msgfilter"|"passwd"|"lines"|"text"
+#               # typed data: JSON native; prefs {name: bool|int|str}; ini {section: {key: str}};
+#               # xcu {"/path/prop": {"value": str|[str]|None, "type": "xs:int"|...|None}}
 #   "tokens":   {token: [abs_paths whose content contains token]},
+#   "lines":    {abs_path: [[line_number, line_hash], ...]}  # line index of text files under
+#               # ProbeRequest.lines roots (blank lines left out), for content_retained
+#   "lines_truncated": bool,  # the line index hit its bound (then it is incomplete)
+#   "git":      {repo_path: {"objects": int, "hits": {token: [object ids]}, "error": str|None,
+#                            "truncated": bool}}  # every object (loose + packed, deltas resolved)
+#   "accesses": {abs_path: [{"event": "open"|"read", "by": str|None}]}  # only for watched paths
+#               # (ProbeRequest.watch); a watched path with no access maps to []
+#   "accesses_error": str|None,  # the access watcher failed or died ("inside" view: violation)
 #   "commands": {command: {"returncode": int, "stdout": str, "stderr": str}},
 #   "processes": [{"pid": int, "cmdline": str}],
 #   "clipboard": str|None,  # "" when the environment has no display; None when unreadable
@@ -33,11 +44,24 @@ State = dict[str, Any]
 
 @dataclass(frozen=True)
 class TrajectoryView:
-    """What invariants may read from an episode: the executed actions and the agent's own
-    outputs (free text, tool-call arguments), for ``not_disclosed``."""
+    """The whole transcript invariants may read from an episode (``not_disclosed``).
+
+    Attributes:
+        actions: the executed action codes.
+        agent_outputs: the agent's own messages (free text, tool-call arguments) behind
+            actions that went through.
+        outputs: what the agent could read back from its actions: stdout and stderr of each
+            executed action, and the terminal text captured after each step (GUI terminals).
+        observations: text observations the agent received (accessibility trees, shell
+            output shown as an observation).
+        clipboard: clipboard contents seen during the episode, the final one included.
+    """
 
     actions: tuple[str, ...] = ()
     agent_outputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    observations: tuple[str, ...] = ()
+    clipboard: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,4 +110,6 @@ class ProbeRequest:
     processes: bool = False
     clipboard: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    lines: tuple[str, ...] = ()  # roots whose text files get a line index (content_retained)
+    git: tuple[str, ...] = ()  # repositories whose every object is searched for ``tokens``
     watch: tuple[str, ...] = ()  # paths whose opens/reads are recorded from baseline on (not_accessed)

@@ -425,6 +425,7 @@ def bwrap_argv(
     headless: bool,
     hide: tuple[Path, ...] = (),
     tmp_dirs: tuple[Path, Path] | None = None,
+    term_dir: Path | None = None,
 ) -> list[str]:
     """The bubblewrap command that starts the session keeper (``osguard.server --session``).
 
@@ -440,6 +441,8 @@ def bwrap_argv(
     inside can end it. ``hide`` lists host folders replaced by empty ones too: the folders
     holding every environment's home and logs, so no sandbox sees another's files (bind
     sources are resolved on the host side, so this sandbox's own binds still work).
+    ``term_dir``: a host folder the sandbox cannot write, bound as /run/osguard/term: the
+    terminal recorder's FIFO (osguard.providers._terminal), held open by the host.
     ``tmp_dirs``: host folders bound as /tmp and /var/tmp (instead of private tmpfs), so
     the judge can read them from the host side (osguard.providers.view).
     """
@@ -463,6 +466,7 @@ def bwrap_argv(
         *[arg for folder in hide for arg in ("--tmpfs", str(folder))],
         "--bind", str(home_dir), SANDBOX_HOME,
         *(() if tmp_dirs is None else ("--bind", str(tmp_dirs[0]), "/tmp", "--bind", str(tmp_dirs[1]), "/var/tmp")),
+        *(() if term_dir is None else ("--bind", str(term_dir), f"{SANDBOX_RUN}/term")),
         "--ro-bind", str(python_dir), f"{SANDBOX_RUN}/py",
         "--ro-bind", str(etc_dir / "passwd"), "/etc/passwd",
         "--ro-bind", str(etc_dir / "group"), "/etc/group",

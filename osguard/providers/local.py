@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from osguard.errors import EnvironmentError_, OsguardError, ProviderUnavailable
-from osguard.providers import _sandbox, _state
+from osguard.providers import _sandbox, _state, _terminal
 from osguard.providers.base import Capabilities, EnvironmentInfo
 from osguard.providers.client import HttpEnvironment, capabilities_from_json
 
@@ -180,6 +180,9 @@ class LocalProvider:
         tmp_dirs = (env_dir / "tmp", env_dir / "vartmp")
         for folder in tmp_dirs:
             folder.mkdir(parents=True, exist_ok=True)
+        # the terminal recorder's FIFO: bound read-only-for-the-sandbox (the folder is ours)
+        term_dir = env_dir / "term"
+        term_dir.mkdir(mode=0o755, exist_ok=True)
         for folder in (env_dir.parent, env_dir):
             os.chmod(folder, 0o755)  # whatever the umask: the sandbox's uid must traverse them
         for name in HOME_FOLDERS:
@@ -195,6 +198,7 @@ class LocalProvider:
             python_dir=_sandbox.python_tree(self.python), etc_dir=etc_dir, system_python=self.python,
             geometry=self.geometry, headless=headless,
             hide=_sandbox.private_folders(_state.state_dir(), env_dir.parent), tmp_dirs=tmp_dirs,
+            term_dir=term_dir,
         )
         cgroups = _sandbox.make_cgroups(env_id, self.limits, enabled=self.use_cgroups)
         config = {
@@ -235,6 +239,11 @@ class LocalProvider:
         )
         stopper = _Stopper(config, supervisor.pid, supervisor)
         env = HttpEnvironment(endpoint, info, Capabilities(), stopper, view_factory=_host_view)
+        # what GUI terminals show, recorded on the host (osguard.providers._terminal); the
+        # FIFO sits in a folder the sandbox cannot write, and the host holds it open from
+        # here on (never resolving the path again)
+        env.terminal = stopper.terminal = _terminal.TerminalRecorder(
+            term_dir / "terminal.fifo", f"{_sandbox.SANDBOX_RUN}/term/terminal.fifo", owner=sandbox_uid)
         remaining = max(1.0, timeout - (time.monotonic() - started))
         try:
             server = _wait_ready(env, supervisor, remaining)
@@ -306,8 +315,11 @@ class _Stopper:
         self.config = config
         self.supervisor_pid = supervisor_pid
         self.proc = proc
+        self.terminal: Any = None
 
     def __call__(self) -> None:
+        if self.terminal is not None:
+            self.terminal.close()
         if self.supervisor_pid:
             _kill_supervisor(self.supervisor_pid, self.proc)
         _cleanup(self.config)

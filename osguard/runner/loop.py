@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from osguard.actions import Action
 from osguard.errors import EnvironmentError_, ModelError, OsguardError
 from osguard.outcomes import Outcome
+from osguard.providers._terminal import take_terminal_text
 from osguard.runner import _deps
 from osguard.runner.agent_types import Agent, AgentError, Observation
 from osguard.runner.trajectory import EpisodeWriter
@@ -187,6 +188,9 @@ class _Episode:
         self.clock = clock
         self.executed: list[str] = []  # executed action codes (TrajectoryView.actions)
         self.agent_outputs: list[str] = []
+        # one record per step for trajectory_view: action, agent_output, output, error,
+        # observation (accessibility text), clipboard (read by the step probe)
+        self.transcript: list[dict[str, Any]] = []
         # a standard episode has no hazards, so its invariants are not evaluated at all
         self.first_violation: dict[str, int | None] = (
             {} if settings.standard else {inv.id: None for inv in variant.invariants})
@@ -209,12 +213,14 @@ class _Episode:
         self.pending: dict[str, Any] | None = None  # the step record the error paths still write
         self.shell_output: str | None = None
         self.last_action: Action | None = None
+        self.last_obs: Observation | None = None
+        self.said: dict[str, Any] = {}  # the current step's transcript record
 
     def traj(self) -> Any:
         """The trajectory so far, as invariants and the evaluator see it."""
-        from osguard.invariants.types import TrajectoryView
+        from osguard.runner.trajectory import trajectory_view
 
-        return TrajectoryView(actions=tuple(self.executed), agent_outputs=tuple(self.agent_outputs))
+        return trajectory_view(self.transcript)
 
     # -- start ---------------------------------------------------------------------------
 
@@ -274,6 +280,7 @@ class _Episode:
         until the step completes)."""
         t_obs = time.monotonic()
         obs, obs_notes = _observe(self.env, self.shell_output, step)
+        self.last_obs = obs
         refs: dict[str, Any] = self.writer.save_observation(step, obs.screenshot, obs.accessibility_tree)
         refs["observe_s"] = round(time.monotonic() - t_obs, 4)
         if obs_notes:
@@ -349,6 +356,11 @@ class _Episode:
         """Record the action that goes through (and what the agent said with it)."""
         record["executed"] = chosen.to_json()
         raw_output = record["proposals"][-1]["raw_output"]
+        # the transcript not_disclosed reads: what the agent said and saw, then (execute,
+        # check_invariants) what the action printed, the terminal showed, the clipboard held
+        self.said = {"agent_output": raw_output,
+                     "observation": getattr(self.last_obs, "accessibility_tree", None)}
+        self.transcript.append(self.said)
         if raw_output:
             # only the output behind an action that went through counts as said (not_disclosed)
             self.agent_outputs.append(raw_output)
@@ -365,12 +377,15 @@ class _Episode:
         t0 = time.monotonic()
         if chosen.kind == "special":  # WAIT
             time.sleep(self.settings.wait_seconds)
+            self.said["terminal"] = take_terminal_text(self.env)  # what a terminal printed meanwhile
             record["result"] = None
         else:
             assert self.env is not None and self.built is not None
             result = self.env.run_action(chosen, workdir=self.built.workdir,
                                          timeout=self.clock.action_timeout(self.settings.action_timeout))
             self.executed.append(chosen.render())
+            self.said.update(action=chosen.render(), output=result.output, error=result.error,
+                             terminal=take_terminal_text(self.env))
             self.shell_output = (result.output or "") + (result.error or "")
             record["result"] = {"returncode": result.returncode, "output": result.output[-OUTPUT_LIMIT:],
                                 "error": result.error[-OUTPUT_LIMIT:], "timed_out": result.timed_out}
@@ -384,6 +399,7 @@ class _Episode:
         assert self.env is not None and self.built is not None
         t0 = time.monotonic()
         state = _deps.probe(self.env, self.request)
+        self.said["clipboard"] = state.get("clipboard")
         held = _deps.check_invariants(self.variant, self.built.baseline, state, self.traj())
         record["invariants"] = held
         record["probe_s"] = round(time.monotonic() - t0, 4)
@@ -402,6 +418,7 @@ class _Episode:
         already decided it)."""
         self.clock.check_cancel()
         assert self.built is not None
+        self.transcript.append({"terminal": take_terminal_text(self.env)})  # output still on its way
         self.evaluation = _deps.evaluate(self.built, self.traj(), self.last_action)
         if self.outcome is None:
             self.outcome = Outcome(self.evaluation["outcome"])

@@ -205,3 +205,30 @@ def repair_results(run_dir: Path) -> list[dict[str, Any]]:
             if child.name.startswith(".tmp-") or (child.is_dir() and child.name not in seen):
                 shutil.rmtree(child, ignore_errors=True)
     return kept
+
+
+def trajectory_view(steps: Any, *, clipboard: Any = ()) -> Any:
+    """The transcript invariants read (``TrajectoryView``), built from recorded steps.
+
+    One function for the runner and for ``osguard check``'s replay, so both judge the same
+    transcript. Each step is a mapping with any of: ``action`` (the executed action's code),
+    ``agent_output`` (the agent's message behind it), ``output`` / ``error`` (what the action
+    printed), ``terminal`` (terminal text captured after the step), ``observation`` (text
+    observation the agent received: the accessibility tree), ``clipboard`` (the clipboard
+    read after the step). ``clipboard`` adds clipboard texts seen elsewhere (the final one).
+    Missing or empty values are left out.
+    """
+    from osguard.invariants.types import TrajectoryView
+
+    def texts(key: str) -> tuple[str, ...]:
+        return tuple(str(step[key]) for step in steps if step.get(key))
+
+    steps = list(steps)
+    return TrajectoryView(
+        actions=texts("action"),
+        agent_outputs=texts("agent_output"),
+        outputs=tuple(text for step in steps for text in (step.get("output"), step.get("error"), step.get("terminal"))
+                      if text),
+        observations=texts("observation"),
+        clipboard=texts("clipboard") + tuple(text for text in clipboard if text),
+    )

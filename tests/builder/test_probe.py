@@ -18,7 +18,7 @@ from osguard.builder.probe import ProbeError, parse_probe_output, probe_code, pr
 from osguard.invariants import ProbeRequest
 
 STATE_KEYS = {"hash_algo", "home", "roots", "files", "configs", "tokens", "commands", "processes",
-              "clipboard", "errors", "elapsed_s"}
+              "clipboard", "errors", "elapsed_s", "lines", "lines_truncated", "git"}
 
 
 @pytest.fixture
@@ -124,8 +124,9 @@ def test_structured_config_reads(home: Path) -> None:
     assert got["settings.json:json"]["data"] == {"a.b": 1, "s": "http://x//y", "l": [1, 2]}
     assert got["app.ini:ini"]["data"] == {"DEFAULT": {"d": "0"}, "Main": {"Key": "Value"}}
     assert got["prefs.js:prefs"]["data"] == {"mail.identity.id1.fullName": 'Ada "A"', "b": True, "n": 3}
-    assert got["r.xcu:xcu"]["data"] == {"/org.openoffice.Office.Writer/Font/Standard/Name": "Liberation Serif",
-                                        "/a/b/L": ["x", "y"]}
+    assert got["r.xcu:xcu"]["data"] == {
+        "/org.openoffice.Office.Writer/Font/Standard/Name": {"value": "Liberation Serif", "type": None},
+        "/a/b/L": {"value": ["x", "y"], "type": None}}
     flt = got["msgFilterRules.dat:msgfilter"]["data"]
     assert flt["header"] == {"version": "9", "logging": "no"}
     assert flt["filters"][0]["name"] == "F1"
@@ -137,7 +138,7 @@ def test_structured_config_reads(home: Path) -> None:
     assert got["passwd:passwd"]["data"]["charlie"] == {"password": "x", "uid": "1001", "gid": "1001",
                                                        "gecos": ",,,", "home": "/home/charlie", "shell": "/bin/sh"}
     assert got["broken.json:json"]["data"] is None
-    assert got["broken.json:json"]["error"].startswith("parse error: JSONDecodeError")
+    assert got["broken.json:json"]["error"].startswith("unparseable: JSONDecodeError")
     assert got["missing.json:json"] == {"data": None, "error": "missing"}
     assert got["app.ini:lines"]["data"] == ["[DEFAULT]", "d = 0", "[Main]", "Key = Value"]
     assert got["app.ini:yaml"]["error"] == ("unknown format 'yaml' (known: ini, json, lines, msgfilter, "

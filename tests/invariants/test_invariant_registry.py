@@ -10,6 +10,7 @@ from jsonschema import Draft202012Validator
 
 from osguard.errors import UnknownNameError
 from osguard.invariants import KINDS, ProbeRequest, check_invariant, get_kind, param_schemas, probe_request_for
+from osguard.invariants.disclosure import disclosure_forms
 from osguard.spec.model import FAMILIES, InvariantSpec
 
 from invariant_home import Home
@@ -36,7 +37,8 @@ def test_every_kind_documents_families_and_a_valid_schema() -> None:
     schemas = param_schemas()
     assert set(schemas) == set(KINDS) == {
         "file_unchanged", "exists", "absent", "content_preserved", "settings_preserved", "permissions",
-        "tree_unchanged", "no_copies", "not_disclosed", "process_alive", "command", "seeded_unchanged"}
+        "tree_unchanged", "no_copies", "not_disclosed", "process_alive", "command", "seeded_unchanged",
+        "not_in_git_objects", "not_accessed", "no_exposure", "content_retained"}
     for name, kind in KINDS.items():
         assert kind.families and set(kind.families) <= set(FAMILIES), name
         assert kind.description
@@ -54,8 +56,9 @@ def test_get_kind_suggests_the_closest_name() -> None:
         get_kind("tree_unchange")
     assert str(info.value) == (
         "unknown invariant kind 'tree_unchange'; did you mean 'tree_unchanged'? (known: absent, command, "
-        "content_preserved, exists, file_unchanged, no_copies, not_disclosed, permissions, process_alive, seeded_unchanged, "
-        "settings_preserved, tree_unchanged)")
+        "content_preserved, content_retained, exists, file_unchanged, no_copies, no_exposure, not_accessed, "
+        "not_disclosed, not_in_git_objects, permissions, process_alive, seeded_unchanged, settings_preserved, "
+        "tree_unchanged)")
 
 
 def test_unknown_kind_and_bad_params_are_errors_not_passes() -> None:
@@ -126,7 +129,7 @@ def test_probe_request_is_merged_and_deduplicated() -> None:
     assert request == ProbeRequest(
         roots=("~/Documents", "~/.bashrc", "~/app.ini", "~/.env", "~", "/tmp"),
         configs=(("~/app.ini", "lines"), ("~/app.ini", "ini")),
-        tokens=("OSG-TOKEN-1",), commands=("true",), processes=True, clipboard=True)
+        tokens=tuple(disclosure_forms("OSG-TOKEN-1")), commands=("true",), processes=True, clipboard=True)
     with pytest.raises(UnknownNameError):
         probe_request_for([spec("nope")])
 

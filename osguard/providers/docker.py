@@ -29,7 +29,6 @@ import json
 import os
 import random
 import socket
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -53,24 +52,55 @@ _READY_POLL = 0.05
 SOCKET_PATH = "/run/osguard/s/server.sock"  # in the image's /run/osguard volume
 
 
-def _ports_dir() -> Path:
-    # Machine-wide on purpose (not $OSGUARD_STATE_DIR): every process starting containers
-    # on this host must see the same reservations.
-    base = Path(tempfile.gettempdir()) / f"osguard-docker-ports-{os.getuid()}"
-    base.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return base
+def ports_dir() -> Path:
+    """Where port reservations live: ``$XDG_CACHE_HOME/osguard/docker-ports`` (0700).
+
+    Per user and machine-wide on purpose (not ``$OSGUARD_STATE_DIR``): every process of
+    this user starting containers must see the same reservations. Not in ``/tmp``, where
+    another user could plant the folder or a symlink first.
+    """
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    # The user's own cache folder may be a symlink they made; below it nothing is followed.
+    return Path(os.path.realpath(base)) / "osguard" / "docker-ports"
 
 
 @contextlib.contextmanager
-def _locked(name: str) -> Iterator[Path]:
-    """Hold an exclusive lock on ``<ports dir>/<name>.lock``; yields the folder."""
-    state = _ports_dir()
-    with open(state / f"{name}.lock", "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+def _locked(name: str) -> Iterator[int]:
+    """Hold an exclusive lock on ``<ports dir>/<name>.lock``; yields the folder's descriptor.
+
+    Raises:
+        EnvironmentError_: the folder or the lock file is not this user's alone (a
+            symlink, another owner, writable by others).
+    """
+    from osguard.providers._private import UnsafePath, open_private_dir, open_private_file
+
+    folder = ports_dir()
+    try:
+        dir_fd = open_private_dir(folder)
+    except UnsafePath as exc:
+        raise EnvironmentError_(f"docker port reservations: {exc}") from None
+    try:
         try:
-            yield state
+            lock_fd = open_private_file(dir_fd, f"{name}.lock", shown=str(folder / f"{name}.lock"))
+        except UnsafePath as exc:
+            raise EnvironmentError_(f"docker port reservations: {exc}") from None
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            yield dir_fd
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            os.close(lock_fd)  # releases the lock
+    finally:
+        os.close(dir_fd)
+
+
+def _read_book(dir_fd: int) -> dict[str, Any]:
+    from osguard.providers._private import UnsafePath, read_private
+
+    try:
+        book = json.loads(read_private(dir_fd, "ports.json") or b"{}")
+    except (UnsafePath, ValueError):
+        return {}
+    return book if isinstance(book, dict) else {}
 
 
 def allocate_port() -> int:
@@ -80,12 +110,13 @@ def allocate_port() -> int:
     port free (the server binds it only a moment later, inside the container). Under a
     file lock, a port is taken only if it binds now and no live reservation names it.
     """
-    with _locked("ports") as state:
-        book = state / "ports.json"
+    from osguard.providers._private import write_private
+
+    with _locked("ports") as dir_fd:
         now = time.time()
         try:
-            reservations = {int(k): float(v) for k, v in json.loads(book.read_text()).items()}
-        except (OSError, ValueError):
+            reservations = {int(k): float(v) for k, v in _read_book(dir_fd).items()}
+        except (TypeError, ValueError):
             reservations = {}
         reservations = {p: t for p, t in reservations.items() if t > now}
         rng = random.Random()
@@ -99,21 +130,19 @@ def allocate_port() -> int:
                 except OSError:
                     continue
             reservations[port] = now + PORT_RESERVATION_SECONDS
-            book.write_text(json.dumps(reservations))
+            write_private(dir_fd, "ports.json", json.dumps(reservations).encode())
             return port
     raise EnvironmentError_(f"no free TCP port on 127.0.0.1 in {PORT_RANGE[0]}-{PORT_RANGE[1]}")
 
 
 def release_port(port: int) -> None:
     """Drop the reservation of ``port`` (the container that used it is gone)."""
-    with _locked("ports") as state:
-        book = state / "ports.json"
-        try:
-            reservations = json.loads(book.read_text())
-        except (OSError, ValueError):
-            return
+    from osguard.providers._private import write_private
+
+    with _locked("ports") as dir_fd:
+        reservations = _read_book(dir_fd)
         if reservations.pop(str(port), None) is not None:
-            book.write_text(json.dumps(reservations))
+            write_private(dir_fd, "ports.json", json.dumps(reservations).encode())
 
 
 class DockerProvider:

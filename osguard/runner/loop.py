@@ -45,13 +45,16 @@ from osguard.outcomes import Outcome
 from osguard.runner import _deps
 from osguard.runner.agents import Agent, AgentError, Observation
 from osguard.runner.trajectory import EpisodeWriter
+from osguard.server.limits import PROMPT_OUTPUT_CHARS, TRAJECTORY_OUTPUT_CHARS, clip_tail
 
 if TYPE_CHECKING:
     from osguard.providers.base import Environment
     from osguard.scout.types import Verifier
     from osguard.spec.model import Variant
 
-OUTPUT_LIMIT = 20000  # characters of command output kept per step record
+# Characters of command output kept per step record, and passed on to the agent and the
+# guardrail (one table: osguard.server.limits).
+OUTPUT_LIMIT = TRAJECTORY_OUTPUT_CHARS
 _POLL = 0.2  # seconds between cancel checks while waiting for an agent or guardrail call
 
 
@@ -346,9 +349,11 @@ def run_episode(
                 result = env.run_action(chosen, workdir=built.workdir, timeout=timeout)
                 ep.executed.append(chosen.render())
                 last_action = chosen
-                shell_output = (result.output or "") + (result.error or "")
-                step_record["result"] = {"returncode": result.returncode, "output": result.output[-OUTPUT_LIMIT:],
-                                         "error": result.error[-OUTPUT_LIMIT:], "timed_out": result.timed_out}
+                shell_output = clip_tail((result.output or "") + (result.error or ""), PROMPT_OUTPUT_CHARS)
+                step_record["result"] = {"returncode": result.returncode,
+                                         "output": clip_tail(result.output or "", OUTPUT_LIMIT),
+                                         "error": clip_tail(result.error or "", OUTPUT_LIMIT),
+                                         "timed_out": result.timed_out}
             step_record["exec_s"] = round(time.monotonic() - t0, 4)
             if request is not None:
                 t0 = time.monotonic()

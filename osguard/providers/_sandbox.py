@@ -123,11 +123,13 @@ class Limits:
         memory_mb: memory (RAM + page cache) of all its processes together.
         pids: number of processes and threads at once (stops fork bombs).
         lifetime: seconds after which the environment is ended (None: no limit).
+        disk_mb: writable space: the home, and each of /tmp and /var/tmp.
     """
 
     memory_mb: int = 4096
     pids: int = 1024
     lifetime: float | None = 12 * 3600
+    disk_mb: int = 2048
 
 
 @dataclass
@@ -319,6 +321,8 @@ def bwrap_argv(
     geometry: str,
     headless: bool,
     hide: tuple[Path, ...] = (),
+    disk_mb: int | None = None,
+    home_in_memory: tuple[str, ...] | None = None,
 ) -> list[str]:
     """The bubblewrap command that starts the session keeper (``osguard.server --session``).
 
@@ -332,7 +336,16 @@ def bwrap_argv(
     inside can end it. ``hide`` lists host folders replaced by empty ones too: the folders
     holding every environment's home and logs, so no sandbox sees another's files (bind
     sources are resolved on the host side, so this sandbox's own binds still work).
+    ``disk_mb`` bounds each writable tmpfs (/tmp, /var/tmp); ``home_in_memory`` (the
+    folders to create in it) makes the home a tmpfs of ``disk_mb`` too instead of binding
+    ``home_dir``, where no size-limited home image could be mounted.
     """
+    sized = ["--size", str(disk_mb * 1024 * 1024)] if disk_mb else []
+    if home_in_memory is None:
+        home = ["--bind", str(home_dir), SANDBOX_HOME]
+    else:
+        home = ["--perms", "0755", *sized, "--tmpfs", SANDBOX_HOME,
+                *[arg for name in home_in_memory for arg in ("--dir", f"{SANDBOX_HOME}/{name}")]]
     socket_path = f"{SANDBOX_RUN}/sock/{SOCKET_NAME}"
     argv = [
         bwrap,
@@ -345,15 +358,15 @@ def bwrap_argv(
         *host_view_args(),
         "--dev", "/dev",
         "--proc", "/proc",
-        "--tmpfs", "/tmp",
-        "--tmpfs", "/var/tmp",
+        *sized, "--tmpfs", "/tmp",
+        *sized, "--tmpfs", "/var/tmp",
         "--tmpfs", "/root",
         "--tmpfs", "/home",
         "--tmpfs", "/run",
         "--tmpfs", "/mnt",
         "--tmpfs", "/media",
         *[arg for folder in hide for arg in ("--tmpfs", str(folder))],
-        "--bind", str(home_dir), SANDBOX_HOME,
+        *home,
         "--bind", str(run_dir), f"{SANDBOX_RUN}/sock",
         "--ro-bind", str(python_dir), f"{SANDBOX_RUN}/py",
         "--ro-bind", str(etc_dir / "passwd"), "/etc/passwd",
@@ -453,3 +466,66 @@ def write_etc(etc_dir: Path) -> None:
     etc_dir.mkdir(parents=True, exist_ok=True)
     (etc_dir / "passwd").write_text(PASSWD)
     (etc_dir / "group").write_text(GROUP)
+
+
+# --------------------------------------------------------------------------- disk quota
+
+
+def make_home_image(image: Path, home_dir: Path, disk_mb: int, uid: int | None) -> str | None:
+    """Put the environment's home on a ``disk_mb`` ext4 image, loop-mounted at ``home_dir``.
+
+    Only as root (mounting needs it). The image is sparse: host disk use grows with what
+    the sandbox writes, up to ``disk_mb``, and a write past it fails inside with ENOSPC.
+
+    Returns:
+        None when mounted, else why not (the caller falls back to a sized tmpfs).
+    """
+    if os.geteuid() != 0:
+        return "not root: the home is a tmpfs of that size instead (in memory)"
+    mkfs, mount = shutil.which("mkfs.ext4"), shutil.which("mount")
+    if mkfs is None or mount is None:
+        return "mkfs.ext4 or mount is missing (apt install e2fsprogs mount): the home is a sized tmpfs instead"
+    owner = uid if uid is not None else SANDBOX_UID
+    with open(image, "wb") as handle:
+        handle.truncate(disk_mb * 1024 * 1024)
+    steps = (
+        [mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal",
+         "-E", f"root_owner={owner}:{owner},lazy_itable_init=1", str(image)],
+        [mount, "-o", "loop,nosuid,nodev", str(image), str(home_dir)],
+    )
+    for argv in steps:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            image.unlink(missing_ok=True)
+            return f"{os.path.basename(argv[0])} failed ({done.stderr.strip()}): the home is a sized tmpfs instead"
+    try:
+        os.rmdir(home_dir / "lost+found")
+    except OSError:
+        pass
+    return None
+
+
+def mounts_under(folder: Path | str) -> list[str]:
+    """Mount points at or below ``folder`` in this mount namespace, deepest first."""
+    prefix = os.path.realpath(folder)
+    found = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                point = line.split()[4].replace("\\040", " ")
+                if point == prefix or point.startswith(prefix.rstrip("/") + "/"):
+                    found.append(point)
+    except OSError:
+        return []
+    return sorted(found, key=len, reverse=True)
+
+
+def unmount_under(folder: Path | str) -> bool:
+    """Detach every mount at or below ``folder`` (lazily: busy mounts go once released).
+
+    Returns:
+        True when none is left.
+    """
+    for point in mounts_under(folder):
+        subprocess.run([shutil.which("umount") or "umount", "-l", point], capture_output=True, timeout=30)
+    return not mounts_under(folder)

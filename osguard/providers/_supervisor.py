@@ -33,6 +33,7 @@ else:
     import _sandbox  # type: ignore[no-redef]
 
 CONNECT_RETRY_SECONDS = 30.0  # how long a client connection waits for the server socket
+LOG_LIMIT = 4 * 1024 * 1024  # osguard.server.limits.ENV_LOG_BYTES (the config carries the value)
 
 
 class Supervisor:
@@ -58,13 +59,19 @@ class Supervisor:
         cgroups = self.cgroups
         nproc = self.config.get("nproc_fallback")
         argv = _sandbox.drop_privileges_argv(self.config["argv"], self.config.get("host_uid"))
+        # The sandbox writes into a pipe, never into the log file itself: what reaches the
+        # log is bounded (``log_limit``), whatever the sandbox prints.
+        read_end, write_end = os.pipe()
         self.sandbox = subprocess.Popen(
             argv,
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            stdin=subprocess.DEVNULL, stdout=write_end, stderr=write_end,
             # Runs between fork and exec, while this process has a single thread.
             preexec_fn=lambda: _sandbox.prepare_child(cgroups, nproc),
             start_new_session=True,
         )
+        os.close(write_end)
+        threading.Thread(target=_copy_log, args=(read_end, log, int(self.config.get("log_limit") or LOG_LIMIT)),
+                         daemon=True).start()
         port = listener.getsockname()[1]
         sys.stdout.write(json.dumps({"port": port, "pid": os.getpid(), "sandbox_pid": self.sandbox.pid}) + "\n")
         sys.stdout.flush()
@@ -144,6 +151,23 @@ def cleanup_dirs(config: dict, keep_log: bool = False) -> None:
     """Remove an environment's folders, log and state record (unless asked to keep the home)."""
     import shutil
 
+    if config.get("env_dir"):
+        home = os.path.join(config["env_dir"], "home")
+        if config.get("keep_home") and _sandbox.mounts_under(home):
+            # A kept home leaves its image: copy what it holds (at most the quota) out first.
+            kept = os.path.join(config["env_dir"], "home.kept")
+            shutil.rmtree(kept, ignore_errors=True)
+            shutil.copytree(home, kept, symlinks=True, ignore_dangling_symlinks=True)
+            _sandbox.unmount_under(home)
+            shutil.rmtree(home, ignore_errors=True)
+            os.rename(kept, home)
+            try:
+                os.unlink(os.path.join(config["env_dir"], "home.img"))
+            except OSError:
+                pass
+        # The home image is loop-mounted there: detach it first, or rmtree would empty it
+        # and leave the mount (and its loop device) behind.
+        _sandbox.unmount_under(config["env_dir"])
     if config.get("log_path") and not keep_log:
         try:
             os.unlink(config["log_path"])
@@ -157,7 +181,7 @@ def cleanup_dirs(config: dict, keep_log: bool = False) -> None:
                 os.rmdir(Path(config["env_dir"]).parent)
         except OSError:
             pass
-    else:
+    else:  # the home is kept (with its home.img, where it was one)
         for name in ("run", "etc"):
             shutil.rmtree(os.path.join(config["env_dir"], name), ignore_errors=True)
     if config.get("record_path"):
@@ -165,6 +189,27 @@ def cleanup_dirs(config: dict, keep_log: bool = False) -> None:
             Path(config["record_path"]).unlink()
         except OSError:
             pass
+
+
+def _copy_log(read_end: int, log, limit: int) -> None:
+    """Copy the sandbox's output into its log, up to ``limit`` bytes; read and drop the rest."""
+    written = 0
+    while True:
+        try:
+            chunk = os.read(read_end, 65536)
+        except OSError:
+            return
+        if not chunk:
+            return
+        if written < limit:
+            kept = chunk[:limit - written]
+            written += len(kept)
+            try:
+                log.write(kept)
+                if written >= limit:
+                    log.write(f"\n[osguard: log truncated at {limit} bytes; the rest is dropped]\n".encode())
+            except OSError:
+                pass
 
 
 def _pump(source: socket.socket, sink: socket.socket) -> None:

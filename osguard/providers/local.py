@@ -37,6 +37,7 @@ from osguard.errors import EnvironmentError_, OsguardError, ProviderUnavailable
 from osguard.providers import _sandbox, _state
 from osguard.providers.base import Capabilities, EnvironmentInfo
 from osguard.providers.client import HttpEnvironment, capabilities_from_json
+from osguard.server.limits import DISK_MB, ENV_LOG_BYTES
 
 # Desktop applications a variant may require, by the executables that provide them.
 APP_EXECUTABLES: dict[str, tuple[str, ...]] = {
@@ -70,6 +71,9 @@ class LocalProvider:
             Debian packages provide Xlib, Pillow and pyatspi).
         use_cgroups: limit memory and processes with cgroup v1 where available; False
             (or a host without them) falls back to RLIMIT_NPROC for processes.
+        disk_mb: writable space in MiB (``osguard.server.limits.DISK_MB``): the home is a
+            sparse ext4 image of that size loop-mounted (as root), else a tmpfs of that
+            size; /tmp and /var/tmp are tmpfs of that size each (in memory).
     """
 
     name = "local"
@@ -86,6 +90,7 @@ class LocalProvider:
         keep_home: bool = False,
         python: str = "/usr/bin/python3",
         use_cgroups: bool = True,
+        disk_mb: int = DISK_MB,
     ) -> None:
         if not isinstance(geometry, str) or "x" not in geometry or not all(
             part.isdigit() for part in geometry.split("x", 1)
@@ -93,7 +98,9 @@ class LocalProvider:
             raise OsguardError(f"local provider: geometry must look like 1920x1080, got {geometry!r}")
         self.gui = gui
         self.geometry = geometry
-        self.limits = _sandbox.Limits(memory_mb=memory_mb, pids=pids, lifetime=lifetime)
+        if isinstance(disk_mb, bool) or not isinstance(disk_mb, int) or disk_mb < 16:
+            raise OsguardError(f"local provider: disk_mb must be a whole number of MiB, at least 16, got {disk_mb!r}")
+        self.limits = _sandbox.Limits(memory_mb=memory_mb, pids=pids, lifetime=lifetime, disk_mb=disk_mb)
         self.keep_home = keep_home
         self.python = python
         self.use_cgroups = use_cgroups
@@ -176,10 +183,13 @@ class LocalProvider:
             folder.mkdir(parents=True, exist_ok=True)
         for folder in (env_dir.parent, env_dir):
             os.chmod(folder, 0o755)  # whatever the umask: the sandbox's uid must traverse them
-        for name in HOME_FOLDERS:
-            (home_dir / name).mkdir(exist_ok=True)
-        _sandbox.write_etc(etc_dir)
         sandbox_uid = _sandbox.host_uid()
+        # The quota: a sparse home image where we may mount it, else a sized tmpfs (in memory).
+        disk_note = _sandbox.make_home_image(env_dir / "home.img", home_dir, self.limits.disk_mb, sandbox_uid)
+        if disk_note is None:
+            for name in HOME_FOLDERS:
+                (home_dir / name).mkdir(exist_ok=True)
+        _sandbox.write_etc(etc_dir)
         _sandbox.give_to(sandbox_uid, home_dir, run_dir)
         headless = self.gui is False or not shutil.which("Xvfb")
         argv = _sandbox.bwrap_argv(
@@ -187,6 +197,7 @@ class LocalProvider:
             python_dir=_sandbox.python_tree(self.python), etc_dir=etc_dir, system_python=self.python,
             geometry=self.geometry, headless=headless,
             hide=_sandbox.private_folders(_state.state_dir(), env_dir.parent),
+            disk_mb=self.limits.disk_mb, home_in_memory=None if disk_note is None else HOME_FOLDERS,
         )
         cgroups = _sandbox.make_cgroups(env_id, self.limits, enabled=self.use_cgroups)
         config = {
@@ -196,6 +207,7 @@ class LocalProvider:
             "cgroups": cgroups.to_json(),
             "lifetime": self.limits.lifetime,
             "log_path": str(_state.state_dir() / f"{env_id}.log"),
+            "log_limit": ENV_LOG_BYTES,
             "env_dir": str(env_dir),
             "record_path": str(_state.record_path(env_id)),
             "keep_home": self.keep_home,
@@ -238,7 +250,8 @@ class LocalProvider:
         except BaseException:  # Ctrl-C while waiting: never leave a half-started sandbox behind
             env.stop()
             raise
-        env.capabilities = self._capabilities(server, cgroups.notes)
+        env.capabilities = self._capabilities(
+            server, cgroups.notes + ([f"disk: {disk_note}"] if disk_note else []))
         _state.write_record({
             "id": env_id, "provider": self.name, "endpoint": endpoint, "created": time.time(),
             "capabilities": env.capabilities.to_json(), "info_extra": info.extra,

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import typer
 
+from osguard.cli._disk import DISK_HELP
 from osguard.errors import OsguardError
 
 env_app = typer.Typer(name="env", help="Start, use and stop environments (local sandbox, docker, OSWorld VM).",
@@ -94,6 +95,7 @@ def up_cmd(
     image: str = typer.Option(None, "--image", help="Image to start (docker provider)."),
     headless: bool = typer.Option(False, "--headless", help="local: no X display, shell actions only."),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds to wait for the environment to answer."),
+    disk: Optional[str] = typer.Option(None, "--disk", help=DISK_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print id, endpoint and capabilities as JSON."),
 ) -> None:
     """Start an environment that keeps running after this command exits.
@@ -105,7 +107,9 @@ def up_cmd(
     """
     from osguard.providers import _state, get_provider
 
-    options: dict[str, Any] = {}
+    from osguard.cli._disk import disk_options
+
+    options: dict[str, Any] = disk_options(provider, disk)
     if provider == "local" and headless:
         options["gui"] = False
     chosen = get_provider(provider, **options)

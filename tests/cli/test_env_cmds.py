@@ -91,3 +91,13 @@ def test_killed_supervisor_takes_the_sandbox_with_it_and_down_all_cleans(state: 
     assert list(Path(state["OSGUARD_STATE_DIR"]).iterdir()) == []
     if pids_cgroup:
         assert not Path(pids_cgroup).exists()
+
+
+def test_env_up_disk_flag_bounds_the_environment(state: dict[str, str]) -> None:
+    """`--disk` sizes the environment: a write past it fails inside with ENOSPC."""
+    env_id = json.loads(_run(state, "env", "up", "--headless", "--disk", "64M", "--json").stdout)["id"]
+    result = _run(state, "env", "exec", "-s", "--", "head -c 100M /dev/zero > ~/big; echo status=$?", check=False)
+    assert "No space left on device" in result.stdout + result.stderr and "status=1" in result.stdout
+    _run(state, "env", "down", env_id)
+    bad = _run(state, "env", "up", "--disk", "lots", check=False)
+    assert (bad.returncode, bad.stderr) == (2, "error: --disk 'lots': expected a size such as 512M or 4G\n")

@@ -52,7 +52,7 @@ def resolve_variants(selectors: list[str] | None) -> list["Variant"]:
     return unique
 
 
-def _provider_for(name: str, image: str | None, disk: str | None = None) -> object:
+def _provider_for(name: str, image: str | None, disk: str | None = None, keep: bool = False) -> object:
     """The provider by name; with ``--image``, configured with it where the provider takes one
     (so that its availability check looks for that image, not the default); with
     ``--disk``, sized."""
@@ -60,6 +60,8 @@ def _provider_for(name: str, image: str | None, disk: str | None = None) -> obje
     from osguard.providers import get_provider
 
     options = disk_options(name, disk)
+    if keep and name in ("local", "docker"):
+        options["detached"] = True  # --keep: it outlives this command
     if image is None:
         return get_provider(name, **options) if options else name
     try:
@@ -128,7 +130,7 @@ def register(app: typer.Typer) -> None:
             raise OsguardError("--keep builds one variant at a time (got several)")
         summaries = []
         for variant in resolve_variants(variants):
-            built = build_variant(variant, _provider_for(provider, image, disk), keep=keep, commit=tag or commit, image=image)
+            built = build_variant(variant, _provider_for(provider, image, disk, keep), keep=keep, commit=tag or commit, image=image)
             try:
                 path = write_record(built, out)
             finally:

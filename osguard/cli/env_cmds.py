@@ -110,6 +110,8 @@ def up_cmd(
     from osguard.cli._disk import disk_options
 
     options: dict[str, Any] = disk_options(provider, disk)
+    if provider in ("local", "docker"):
+        options["detached"] = True  # it outlives this command: `env down` ends it
     if provider == "local" and headless:
         options["gui"] = False
     chosen = get_provider(provider, **options)
@@ -149,15 +151,22 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print the recor
       osguard env list
       osguard env list --json
     """
+    from osguard.providers.local import clean_dead_records, clean_strays, leftovers
+
+    # What is provably dead (its owner and supervisor gone) is removed first; what cannot
+    # be proved dead is listed, never silently dropped.
+    clean_dead_records()
+    clean_strays()
     records = _records()
     rows = []
     for record in records:
         alive = _attach(record).is_alive(timeout=1)
         rows.append({**record, "alive": alive})
+    unrecorded = leftovers()
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json.dumps(rows + [{**row, "alive": False, "recorded": False} for row in unrecorded], indent=2))
         return
-    if not rows:
+    if not rows and not unrecorded:
         typer.echo("no running environments")
         return
     now = time.time()
@@ -166,6 +175,8 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print the recor
         state = "up" if row["alive"] else "NOT ANSWERING"
         typer.echo(f"{row['id']}  {row['provider']:<8} {row['endpoint']:<24} {age:7.0f}s  {state:<13} "
                    f"{_describe_caps(row.get('capabilities', {}))}")
+    for row in unrecorded:
+        typer.echo(f"{row['id']}  {row['provider']:<8} {'(no record)':<24} {'':>8}  {row['state']}")
 
 
 @env_app.command("exec", context_settings={"allow_interspersed_args": False})

@@ -159,12 +159,24 @@ def _current_cgroup(controller: str) -> str:
     return "/"
 
 
+def cgroup_plan(env_id: str, enabled: bool = True) -> dict[str, str]:
+    """The cgroup folders ``make_cgroups`` would create for ``env_id`` (nothing is created):
+    written down before they exist, so a start killed half-way leaves nothing unnamed."""
+    plan = {}
+    for controller in ("pids", "memory", "freezer"):
+        mount = _v1_mount(controller) if enabled else None
+        if mount is not None:
+            plan[controller] = str(mount / _current_cgroup(controller).lstrip("/") / f"osguard-{env_id}")
+    return plan
+
+
 def make_cgroups(env_id: str, limits: Limits, enabled: bool = True) -> CgroupSet:
     """Create pids/memory/freezer cgroups for ``env_id`` below this process's own cgroups.
 
     Nesting below our own cgroup keeps whatever limits our caller already has.
     """
     result = CgroupSet()
+    planned = cgroup_plan(env_id, enabled)
     wanted = {"pids": ("pids.max", str(limits.pids)),
               "memory": ("memory.limit_in_bytes", str(limits.memory_mb * 1024 * 1024)),
               "freezer": (None, None)}
@@ -176,7 +188,7 @@ def make_cgroups(env_id: str, limits: Limits, enabled: bool = True) -> CgroupSet
             elif controller == "memory":
                 result.notes.append("no cgroup v1 memory controller: memory not limited")
             continue
-        folder = mount / _current_cgroup(controller).lstrip("/") / f"osguard-{env_id}"
+        folder = Path(planned[controller])
         try:
             folder.mkdir(parents=True, exist_ok=True)
             if knob:

@@ -81,3 +81,36 @@ def pid_alive(pid: int) -> bool:
         return stat.rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def process_start(pid: int) -> int | None:
+    """The start time of ``pid`` (clock ticks since boot), None when it does not run.
+
+    With the pid it names one process for good: a recycled pid has another start time.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat.rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] == "Z":
+        return None
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def owner_token(pid: int | None = None) -> dict[str, int]:
+    """``{"pid", "start"}`` of this process (or ``pid``): an environment's owner."""
+    pid = os.getpid() if pid is None else pid
+    return {"pid": pid, "start": process_start(pid) or 0}
+
+
+def owner_alive(token: Any) -> bool:
+    """True while the owner named by ``token`` runs (a malformed token counts as alive:
+    what cannot be proved dead is never cleaned)."""
+    if not isinstance(token, dict) or not isinstance(token.get("pid"), int):
+        return True
+    start = process_start(token["pid"])
+    return start is not None and start == token.get("start")

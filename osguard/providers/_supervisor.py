@@ -83,6 +83,8 @@ class Supervisor:
         signal.signal(signal.SIGINT, lambda *_: self.end("stopped"))
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         threading.Thread(target=self._watch_sandbox, daemon=True).start()
+        if self.config.get("lease_fd") is not None:
+            threading.Thread(target=self._watch_lease, args=(int(self.config["lease_fd"]),), daemon=True).start()
         lifetime = self.config.get("lifetime")
         if lifetime:
             threading.Timer(float(lifetime), lambda: self.end(f"lifetime of {lifetime} s is over")).start()
@@ -91,6 +93,20 @@ class Supervisor:
         assert self.sandbox is not None
         code = self.sandbox.wait()
         self.end(f"the sandbox exited with status {code}")
+
+    def _watch_lease(self, fd: int) -> None:
+        """End the environment when its owner ends: the owner holds the pipe's only write
+        end, so EOF here means it closed it (stop) or died, however it died."""
+        while True:
+            try:
+                if not os.read(fd, 64):
+                    break
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+        owner = self.config.get("owner") or {}
+        self.end(f"its owner (pid {owner.get('pid', '?')}) ended")
 
     # -- forwarding -------------------------------------------------------------------
     def serve(self) -> None:

@@ -159,13 +159,15 @@ class DockerProvider:
         disk_mb: writable space in MiB (``osguard.server.limits.DISK_MB``): the whole
             container layer where the engine supports ``--storage-opt size``, else the
             home, /tmp, /var/tmp and /run/lock as sized tmpfs (see docs/environments.md).
+        detached: the containers outlive the process that started them (``osguard env
+            up``); by default a reaper removes them when that process ends, however.
     """
 
     name = "docker"
 
     def __init__(self, image: str | None = None, flavor: str | None = None, *, mem_limit: str = "2g",
                  pids_limit: int = 1024, shm_size: str = "256m", geometry: str = "1920x1080",
-                 disk_mb: int | None = None) -> None:
+                 disk_mb: int | None = None, detached: bool = False) -> None:
         import re
 
         from osguard.server.limits import DISK_MB
@@ -174,6 +176,7 @@ class DockerProvider:
         if isinstance(disk_mb, bool) or not isinstance(disk_mb, int) or disk_mb < 16:
             raise OsguardError(f"docker provider: disk_mb must be a whole number of MiB, at least 16, got {disk_mb!r}")
         self.disk_mb = disk_mb
+        self.detached = detached
         if not re.fullmatch(r"[1-9][0-9]{2,4}x[1-9][0-9]{2,4}", geometry):
             raise OsguardError(f"docker provider: geometry must look like 1920x1080, got {geometry!r}")
         if flavor is not None:

@@ -53,6 +53,8 @@ APP_EXECUTABLES: dict[str, tuple[str, ...]] = {
 }
 HOME_FOLDERS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Public", "Templates", "Videos")
 STOP_GRACE_SECONDS = 5.0
+OWNER_FILE = "owner.json"  # in each environment folder, written before anything else
+STRAY_GRACE_SECONDS = 30.0  # a folder without owner.json younger than this may be starting
 SUPERVISOR_SCRIPT = str(Path(__file__).resolve().with_name("_supervisor.py"))
 
 
@@ -71,6 +73,8 @@ class LocalProvider:
             Debian packages provide Xlib, Pillow and pyatspi).
         use_cgroups: limit memory and processes with cgroup v1 where available; False
             (or a host without them) falls back to RLIMIT_NPROC for processes.
+        detached: the environment outlives the process that started it (``osguard env
+            up``, ``build --keep``); by default it ends when that process ends, however.
         disk_mb: writable space in MiB (``osguard.server.limits.DISK_MB``): the home is a
             sparse ext4 image of that size loop-mounted (as root), else a tmpfs of that
             size; /tmp and /var/tmp are tmpfs of that size each (in memory).
@@ -91,6 +95,7 @@ class LocalProvider:
         python: str = "/usr/bin/python3",
         use_cgroups: bool = True,
         disk_mb: int = DISK_MB,
+        detached: bool = False,
     ) -> None:
         if not isinstance(geometry, str) or "x" not in geometry or not all(
             part.isdigit() for part in geometry.split("x", 1)
@@ -104,6 +109,7 @@ class LocalProvider:
         self.keep_home = keep_home
         self.python = python
         self.use_cgroups = use_cgroups
+        self.detached = detached
 
     # -- availability -------------------------------------------------------------------
     def available(self) -> str | None:
@@ -179,6 +185,23 @@ class LocalProvider:
         _state.state_dir().mkdir(parents=True, exist_ok=True)
         env_dir = _sandbox.data_root(_state.state_dir()) / env_id
         home_dir, run_dir, etc_dir = env_dir / "home", env_dir / "run", env_dir / "etc"
+        env_dir.mkdir(parents=True)
+        # First of all, who owns this folder and which cgroups it will have: a start killed
+        # at any later instant leaves leftovers that `env list` can prove dead and remove.
+        owner = _state.owner_token()
+        planned = {"id": env_id, "owner": owner, "env_dir": str(env_dir),
+                   "cgroups": _sandbox.cgroup_plan(env_id, self.use_cgroups),
+                   "record_path": str(_state.record_path(env_id)),
+                   "log_path": str(_state.state_dir() / f"{env_id}.log")}
+        (env_dir / OWNER_FILE).write_text(json.dumps(planned))
+        try:
+            return self._start(env_id, env_dir, home_dir, run_dir, etc_dir, owner, started, timeout)
+        except BaseException:
+            _cleanup(planned)  # idempotent: whatever the failure left (the steps below clean their own)
+            raise
+
+    def _start(self, env_id: str, env_dir: Path, home_dir: Path, run_dir: Path, etc_dir: Path,
+               owner: dict[str, int], started: float, timeout: float) -> HttpEnvironment:
         for folder in (home_dir, run_dir):
             folder.mkdir(parents=True, exist_ok=True)
         for folder in (env_dir.parent, env_dir):
@@ -216,18 +239,31 @@ class LocalProvider:
             "nproc_fallback": None if "pids" in cgroups.paths else _sandbox.nproc_fallback(
                 sandbox_uid, self.limits.pids),
         }
+        config["owner"] = owner
+        # The lease: the supervisor holds the read end of a pipe whose only write end stays
+        # in this process. However this process ends (even SIGKILL), the supervisor reads
+        # EOF and ends the environment. Detached environments (`env up`) have none.
+        lease_read, lease_write = (None, None) if self.detached else os.pipe()
+        config["lease_fd"] = lease_read
         config_path = env_dir / "supervisor.json"
         config_path.write_text(json.dumps(config))
-        supervisor = subprocess.Popen(
-            [sys.executable, "-S", SUPERVISOR_SCRIPT, str(config_path)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True,
-        )
+        try:
+            supervisor = subprocess.Popen(
+                [sys.executable, "-S", SUPERVISOR_SCRIPT, str(config_path)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                start_new_session=True, close_fds=True, pass_fds=() if lease_read is None else (lease_read,),
+            )
+        except BaseException:
+            for fd in (lease_read, lease_write):
+                if fd is not None:
+                    os.close(fd)
+            raise
+        if lease_read is not None:
+            os.close(lease_read)
         try:
             hello = _read_line(supervisor, timeout)
         except BaseException:
-            _kill_supervisor(supervisor.pid, supervisor)
-            _cleanup(config)
+            _Stopper(config, supervisor.pid, supervisor, lease_write)()
             raise
         port = int(hello["port"])
         endpoint = f"http://127.0.0.1:{port}"
@@ -236,7 +272,7 @@ class LocalProvider:
             extra={"supervisor_pid": supervisor.pid, "home_dir": str(home_dir), "env_dir": str(env_dir),
                    "cgroups": cgroups.to_json()},
         )
-        stopper = _Stopper(config, supervisor.pid, supervisor)
+        stopper = _Stopper(config, supervisor.pid, supervisor, lease_write)
         env = HttpEnvironment(endpoint, info, Capabilities(), stopper)
         remaining = max(1.0, timeout - (time.monotonic() - started))
         try:
@@ -256,7 +292,7 @@ class LocalProvider:
             "id": env_id, "provider": self.name, "endpoint": endpoint, "created": time.time(),
             "capabilities": env.capabilities.to_json(), "info_extra": info.extra,
             "supervisor_pid": supervisor.pid, "cgroups": cgroups.to_json(), "env_dir": str(env_dir),
-            "config_path": str(config_path),
+            "config_path": str(config_path), "owner": owner, "detached": self.detached,
         })
         return env
 
@@ -298,14 +334,19 @@ class LocalProvider:
 class _Stopper:
     """Ends one environment: supervisor first (it cleans up), then a forced cleanup."""
 
-    def __init__(self, config: dict[str, Any], supervisor_pid: int, proc: subprocess.Popen | None) -> None:
+    def __init__(self, config: dict[str, Any], supervisor_pid: int, proc: subprocess.Popen | None,
+                 lease: int | None = None) -> None:
         self.config = config
         self.supervisor_pid = supervisor_pid
         self.proc = proc
+        self.lease = lease
 
     def __call__(self) -> None:
         if self.supervisor_pid:
             _kill_supervisor(self.supervisor_pid, self.proc)
+        if self.lease is not None:
+            os.close(self.lease)
+            self.lease = None
         _cleanup(self.config)
 
 
@@ -388,19 +429,12 @@ def _tail(path: Path, lines: int = 15) -> str:
     return ("\nlast lines of " + str(path) + ":\n" + "\n".join(text)) if text else ""
 
 
-def clean_strays() -> list[str]:
-    """End environments of this state folder that have no record, and remove leftovers.
-
-    Covers supervisors whose record was deleted, and folders (and their cgroups) of
-    environments whose supervisor died without cleaning up. Environments recorded in
-    another state folder are left alone.
-
-    Returns:
-        The ids cleaned.
-    """
-    state = _state.state_dir().resolve()
-    recorded = {record["id"] for record in _state.read_records()}
-    cleaned: list[str] = []
+def _supervisors(state: Path) -> dict[str, int]:
+    """Running supervisors of this state folder's environments: ``{env id: pid}``."""
+    data = _sandbox.data_root(state).resolve() if state.is_dir() else None
+    found: dict[str, int] = {}
+    if data is None:
+        return found
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -411,31 +445,108 @@ def clean_strays() -> list[str]:
         if len(argv) < 4 or argv[2] != SUPERVISOR_SCRIPT.encode():
             continue
         config_path = Path(argv[3].decode(errors="replace"))
-        if config_path.parent.parent.resolve() != _sandbox.data_root(state).resolve() \
-                or config_path.parent.name in recorded:
-            continue
-        _kill_supervisor(int(entry.name), None)
+        if config_path.parent.parent.resolve() == data:
+            found[config_path.parent.name] = int(entry.name)
+    return found
+
+
+def _folder_config(folder: Path) -> dict[str, Any] | None:
+    """What an environment folder says about itself (supervisor.json, else owner.json)."""
+    for name in ("supervisor.json", OWNER_FILE):
         try:
-            config = json.loads(config_path.read_text())
+            config = json.loads((folder / name).read_text())
         except (OSError, ValueError):
-            config = {"id": config_path.parent.name, "env_dir": str(config_path.parent)}
-        _cleanup(config)
-        cleaned.append(config_path.parent.name)
+            continue
+        if isinstance(config, dict):
+            config.setdefault("id", folder.name)
+            config.setdefault("env_dir", str(folder))
+            config.setdefault("record_path", str(_state.record_path(folder.name)))
+            return config
+    return None
+
+
+def _stray_state(folder: Path, config: dict[str, Any] | None, force: bool) -> str | None:
+    """None when the unrecorded environment ``folder`` is provably dead (or ``force``),
+    else why it is left alone."""
+    if force:
+        return None
+    if config is None:
+        try:
+            age = time.time() - folder.stat().st_mtime
+        except OSError:
+            return None
+        return "being created" if age < STRAY_GRACE_SECONDS else None
+    owner = config.get("owner")
+    if owner is not None and _state.owner_alive(owner):
+        return f"starting in pid {owner.get('pid') if isinstance(owner, dict) else '?'}"
+    return None
+
+
+def clean_strays(force: bool = False) -> list[str]:
+    """End environments of this state folder that have no record and whose owner is dead,
+    and remove their leftovers.
+
+    Covers a start killed at any instant: supervisors whose record was never written
+    (or was deleted), and folders, home mounts and cgroups of environments whose
+    supervisor died without cleaning up. An unrecorded environment whose owner still
+    runs is being started and is left alone, unless ``force``. Environments recorded in
+    another state folder are never touched.
+
+    Returns:
+        The ids cleaned.
+    """
+    state = _state.state_dir().resolve()
+    recorded = {record["id"] for record in _state.read_records()}
+    cleaned: list[str] = []
+    supervisors = _supervisors(state)
     data = _sandbox.data_root(state) if state.is_dir() else state
-    if data.is_dir():
-        for folder in data.iterdir():
-            if not folder.is_dir() or folder.name in recorded or not folder.name.startswith("local-"):
-                continue
-            config_path = folder / "supervisor.json"
-            try:
-                config = json.loads(config_path.read_text())
-            except (OSError, ValueError):
-                config = {"id": folder.name, "env_dir": str(folder),
-                          "record_path": str(_state.record_path(folder.name))}
-            _cleanup(config)
-            if folder.name not in cleaned:
-                cleaned.append(folder.name)
+    folders = sorted(p for p in data.iterdir() if p.is_dir() and p.name.startswith("local-")) \
+        if data.is_dir() else []
+    for folder in folders:
+        if folder.name in recorded:
+            continue
+        config = _folder_config(folder)
+        if _stray_state(folder, config, force) is not None:
+            continue
+        if folder.name in supervisors:
+            _kill_supervisor(supervisors[folder.name], None)
+        _cleanup(config or {"id": folder.name, "env_dir": str(folder),
+                            "record_path": str(_state.record_path(folder.name))})
+        cleaned.append(folder.name)
+    if state.is_dir():
         for log in state.glob("local-*.log"):
-            if log.stem not in recorded:
+            if log.stem not in recorded and not (data / log.stem).exists():
                 log.unlink(missing_ok=True)
     return cleaned
+
+
+def clean_dead_records() -> list[str]:
+    """Remove records of local environments whose supervisor is gone (killed with
+    SIGKILL, say), with their folders and cgroups; returns their ids."""
+    cleaned = []
+    for record in _state.read_records():
+        if record.get("provider") != "local":
+            continue
+        pid = int(record.get("supervisor_pid") or 0)
+        if pid and _is_supervisor(pid):
+            continue
+        LocalProvider().teardown(record)
+        cleaned.append(record["id"])
+    return cleaned
+
+
+def leftovers() -> list[dict[str, Any]]:
+    """Unrecorded environments of this state folder that could not be proved dead:
+    ``{"id", "state"}`` (e.g. being started by a live process)."""
+    state = _state.state_dir().resolve()
+    data = _sandbox.data_root(state) if state.is_dir() else state
+    recorded = {record["id"] for record in _state.read_records()}
+    rows = []
+    if data.is_dir():
+        for folder in sorted(p for p in data.iterdir() if p.is_dir() and p.name.startswith("local-")):
+            if folder.name in recorded:
+                continue
+            why = _stray_state(folder, _folder_config(folder), False)
+            rows.append({"id": folder.name, "provider": "local",
+                         "state": why or "dead, not cleaned (see `osguard env down --all`)"})
+    return rows

@@ -157,6 +157,12 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print the recor
     # be proved dead is listed, never silently dropped.
     clean_dead_records()
     clean_strays()
+    import importlib.util
+
+    if importlib.util.find_spec("docker") is not None:
+        from osguard.providers.docker import reap_dead_owners
+
+        reap_dead_owners()
     records = _records()
     rows = []
     for record in records:

@@ -50,6 +50,8 @@ PORT_RESERVATION_SECONDS = 120.0
 CAP_DROP = ["NET_RAW", "NET_BIND_SERVICE", "MKNOD", "SETFCAP", "SETPCAP", "SYS_CHROOT"]
 _READY_POLL = 0.05
 SOCKET_PATH = "/run/osguard/s/server.sock"  # in the image's /run/osguard volume
+HOME = "/home/user"
+SEEDED = "/run/osguard/home-seeded"  # written once the home volume holds the image's home
 
 
 def ports_dir() -> Path:
@@ -272,6 +274,12 @@ class DockerProvider:
         labels = {LABEL: "1", "osguard.provider": "docker", "osguard.env": name, "osguard.port": str(port),
                   # which state folder recorded it: `env down --all` cleans only its own strays
                   "osguard.state": str(_state.state_dir().resolve())}
+        if not self.detached:
+            # Who owns it: the reaper removes it when this process ends, however it ends;
+            # `env list` removes what a dead owner left if the reaper could not.
+            owner = _state.owner_token()
+            labels["osguard.owner"] = f"{owner['pid']}:{owner['start']}"
+            _reaper(labels["osguard.owner"])
         created: list[str] = []
 
         def stop() -> None:
@@ -280,9 +288,10 @@ class DockerProvider:
             _state.remove_record(name)
 
         try:
+            disk = self._disk_options(client, image_obj)
             env_container = self._run(
                 client, image_obj.id, name, created,
-                command=["--unix", SOCKET_PATH, "--geometry", self.geometry],
+                **disk,
                 network_mode="none",
                 # sudo resolves the host name; with no network nothing else maps it.
                 hostname="osguard", extra_hosts={"osguard": "127.0.1.1"},
@@ -295,6 +304,8 @@ class DockerProvider:
                 shm_size=self.shm_size,
                 cap_drop=CAP_DROP,
             )
+            if "storage_opt" not in disk:
+                _seed_home(client, env_container.id, image_obj)
             # The forwarder: host loopback → the environment's socket, through the shared
             # volume. It runs nothing but socat, with no capability and a read-only root.
             forwarder = self._run(
@@ -318,6 +329,36 @@ class DockerProvider:
             stop()
             raise
         return self._finish(name, endpoint, image_obj, env_container.id, forwarder.id, port, server, stop)
+
+    def _disk_options(self, client: "docker.DockerClient", image_obj: Any) -> dict[str, Any]:
+        """``containers.run`` options bounding the environment's writable space.
+
+        Where the engine's storage driver supports it (overlay2 on xfs with pquota,
+        btrfs, zfs), ``storage_opt`` bounds the whole container layer. Elsewhere (overlay2
+        on ext4, as measured here) the places ``user`` can write are sized tmpfs: /tmp,
+        /var/tmp, /run/lock, and the home, a tmpfs volume seeded with the image's home
+        (``_seed_home``) before the session starts; root's writes to system folders
+        (through sudo) are then not bounded. Memory-backed tmpfs count against ``mem_limit``.
+        """
+        command = ["--unix", SOCKET_PATH, "--geometry", self.geometry]
+        size = f"{self.disk_mb}m"
+        if _supports_storage_opt(client):
+            return {"command": command, "storage_opt": {"size": f"{self.disk_mb}M"}}
+        import docker
+
+        config = (image_obj.attrs or {}).get("Config") or {}
+        entrypoint = config.get("Entrypoint") or ["/opt/osguard/entrypoint.sh"]
+        home = docker.types.Mount(HOME, None, type="volume", labels={LABEL: "1"},
+                                  driver_config=docker.types.DriverConfig(
+                                      "local", {"type": "tmpfs", "device": "tmpfs", "o": f"size={size}"}))
+        return {
+            # The session starts only once the home holds the image's files.
+            "entrypoint": ["/bin/sh", "-c", f'while [ ! -e {SEEDED} ]; do sleep 0.02; done; exec "$@"',
+                           "osguard-seed", *entrypoint],
+            "command": command,
+            "mounts": [home],
+            "tmpfs": {folder: f"size={size},mode=1777" for folder in ("/tmp", "/var/tmp", "/run/lock")},
+        }
 
     def _run(self, client: "docker.DockerClient", image_id: str, name: str, created: list[str], **options: Any) -> Any:
         """``containers.run`` detached; records the name at once so a failure can remove it."""
@@ -402,13 +443,17 @@ class DockerProvider:
         repository, _, version = tag.rpartition(":")
         if not repository or "/" in version:
             repository, version = tag, "latest"
+        client = self._engine()
         try:
-            container = self._engine().containers.get(container_id)
-            image = container.commit(repository=repository, tag=version,
-                                     message=f"osguard: committed from {env.info.id}")
+            container = client.containers.get(container_id)
+            if not any(m.get("Destination") == HOME and m.get("Type") == "volume"
+                       for m in container.attrs.get("Mounts", [])):
+                image = container.commit(repository=repository, tag=version,
+                                         message=f"osguard: committed from {env.info.id}")
+                return image.id
+            return _commit_with_home(client, container, repository, version, env.info.id)
         except docker.errors.NotFound:
             raise OsguardError(f"cannot commit environment {env.info.id}: its container is gone") from None
-        return image.id
 
     @staticmethod
     def cleanup_all(own_state_only: bool = False) -> list[str]:
@@ -446,6 +491,128 @@ class DockerProvider:
 
 
 # --------------------------------------------------------------------------- helpers
+
+_REAPERS: dict[str, tuple[Any, int]] = {}
+_REAPER_LOCK = __import__("threading").Lock()
+
+
+def _reaper(owner: str) -> None:
+    """Start (once per owner) the process that removes the owner's containers when the
+    owner ends (``osguard/providers/_docker_reaper.py``). The owner keeps the pipe's
+    write end open for its whole life: only its end closes it."""
+    import subprocess
+    import sys
+
+    with _REAPER_LOCK:
+        if owner in _REAPERS and _REAPERS[owner][0].poll() is None:
+            return
+        read_end, write_end = os.pipe()
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "osguard.providers._docker_reaper", owner],
+                                    stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    start_new_session=True, close_fds=True)
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        _REAPERS[owner] = (proc, write_end)
+
+
+def reap_dead_owners(own_state_only: bool = True) -> list[str]:
+    """Remove containers whose owner process is gone (its reaper could not, e.g. it was
+    killed too); returns the environment names. Empty without an engine."""
+    from osguard.providers._docker_reaper import reap
+
+    try:
+        from osguard.images.build import engine_client
+
+        client = engine_client(timeout=30)
+    except ProviderUnavailable:
+        return []
+    wanted = [f"{LABEL}=1", "osguard.owner"]
+    if own_state_only:
+        wanted.append(f"osguard.state={_state.state_dir().resolve()}")
+    names: list[str] = []
+    owners = {c.labels["osguard.owner"] for c in client.containers.list(all=True, filters={"label": wanted})}
+    for owner in sorted(owners):
+        pid, _, start = owner.partition(":")
+        if pid.isdigit() and start.isdigit() and not _state.owner_alive({"pid": int(pid), "start": int(start)}):
+            names += reap(owner)
+    return names
+
+
+_STORAGE_OPT: dict[str, bool] = {}
+_HOME_TARS: dict[str, bytes] = {}
+
+
+def _supports_storage_opt(client: "docker.DockerClient") -> bool:
+    """Whether the engine can bound a container's layer (``--storage-opt size=``)."""
+    key = str(getattr(client.api, "base_url", ""))
+    if key not in _STORAGE_OPT:
+        info = client.info()
+        status = dict(info.get("DriverStatus") or [])
+        driver = info.get("Driver", "")
+        _STORAGE_OPT[key] = driver in ("btrfs", "zfs", "devicemapper") or (
+            driver == "overlay2" and status.get("Backing Filesystem") == "xfs")
+    return _STORAGE_OPT[key]
+
+
+def _home_tar(client: "docker.DockerClient", image_obj: Any) -> bytes:
+    """The image's /home/user as a tar (from a created, never started container; cached
+    per image id, since an image id names fixed content)."""
+    if image_obj.id not in _HOME_TARS:
+        probe = client.api.create_container(image_obj.id, entrypoint=["true"], labels={LABEL: "1"})
+        try:
+            stream, _ = client.api.get_archive(probe["Id"], HOME)
+            _HOME_TARS[image_obj.id] = b"".join(stream)
+        finally:
+            client.api.remove_container(probe["Id"], force=True, v=True)
+    return _HOME_TARS[image_obj.id]
+
+
+def _marker_tar(name: str) -> bytes:
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        archive.addfile(tarfile.TarInfo(name))
+    return buffer.getvalue()
+
+
+def _seed_home(client: "docker.DockerClient", container_id: str, image_obj: Any) -> None:
+    """Copy the image's home into the container's sized home volume, then let it start."""
+    client.api.put_archive(container_id, "/home", _home_tar(client, image_obj))
+    client.api.put_archive(container_id, os.path.dirname(SEEDED), _marker_tar(os.path.basename(SEEDED)))
+
+
+def _commit_with_home(client: "docker.DockerClient", container: Any, repository: str, version: str,
+                      env_id: str) -> str:
+    """Commit a container whose home is a sized volume (volumes are never committed):
+    its layer first, then its home copied into a layer of its own, replacing the image's."""
+    import json as _json
+
+    stream, _ = client.api.get_archive(container.id, HOME)
+    home = b"".join(stream)
+    config = (client.images.get(container.image.id).attrs or {}).get("Config") or {}
+    changes = [f"ENTRYPOINT {_json.dumps(config.get('Entrypoint') or ['/opt/osguard/entrypoint.sh'])}",
+               f"CMD {_json.dumps(config.get('Cmd') or [])}"]
+    if config.get("User"):
+        changes.append(f"USER {config['User']}")
+    layer = container.commit(message=f"osguard: committed from {env_id} (without its home)", changes=changes)
+    helper = client.containers.create(layer.id, entrypoint=["/bin/rm", "-rf", HOME], command=[], user="0",
+                                      labels={LABEL: "1"}, network_mode="none")
+    try:
+        helper.start()
+        helper.wait(timeout=60)
+        client.api.put_archive(helper.id, "/home", home)
+        image = helper.commit(repository=repository, tag=version,
+                              message=f"osguard: committed from {env_id}", changes=changes)
+    finally:
+        helper.remove(force=True, v=True)
+    return image.id
+
 
 def _image_name(image: Any) -> str:
     # Prefer a content-addressed or committed tag over the moving ``:base``/``:full`` alias.

@@ -51,6 +51,9 @@ CAP_DROP = ["NET_RAW", "NET_BIND_SERVICE", "MKNOD", "SETFCAP", "SETPCAP", "SYS_C
 _READY_POLL = 0.05
 SOCKET_PATH = "/run/osguard/s/server.sock"  # in the image's /run/osguard volume
 HOME = "/home/user"
+# Where `user` can write, as sized tmpfs volumes when the engine cannot bound the layer:
+# volumes (not tmpfs mounts), so that `docker cp` reads them for commit and seeding.
+SIZED_FOLDERS = (HOME, "/tmp", "/var/tmp")
 SEEDED = "/run/osguard/home-seeded"  # written once the home volume holds the image's home
 
 
@@ -304,7 +307,7 @@ class DockerProvider:
                 shm_size=self.shm_size,
                 cap_drop=CAP_DROP,
             )
-            if "storage_opt" not in disk:
+            if "entrypoint" in disk:
                 _seed_home(client, env_container.id, image_obj)
             # The forwarder: host loopback → the environment's socket, through the shared
             # volume. It runs nothing but socat, with no capability and a read-only root.
@@ -347,18 +350,17 @@ class DockerProvider:
         import docker
 
         config = (image_obj.attrs or {}).get("Config") or {}
-        entrypoint = config.get("Entrypoint") or ["/opt/osguard/entrypoint.sh"]
-        home = docker.types.Mount(HOME, None, type="volume", labels={LABEL: "1"},
-                                  driver_config=docker.types.DriverConfig(
-                                      "local", {"type": "tmpfs", "device": "tmpfs", "o": f"size={size}"}))
-        return {
-            # The session starts only once the home holds the image's files.
-            "entrypoint": ["/bin/sh", "-c", f'while [ ! -e {SEEDED} ]; do sleep 0.02; done; exec "$@"',
-                           "osguard-seed", *entrypoint],
-            "command": command,
-            "mounts": [home],
-            "tmpfs": {folder: f"size={size},mode=1777" for folder in ("/tmp", "/var/tmp", "/run/lock")},
-        }
+        entrypoint = config.get("Entrypoint")
+        sized = [docker.types.Mount(folder, None, type="volume", labels={LABEL: "1"},
+                                    driver_config=docker.types.DriverConfig(
+                                        "local", {"type": "tmpfs", "device": "tmpfs", "o": f"size={size}"}))
+                 for folder in SIZED_FOLDERS]
+        options: dict[str, Any] = {"command": command, "mounts": sized, "tmpfs": {"/run/lock": f"size={size},mode=1777"}}
+        if entrypoint:  # (an image without one is no osguard image: it fails as it is)
+            # The session starts only once the sized folders hold the image's files.
+            options["entrypoint"] = ["/bin/sh", "-c", f'while [ ! -e {SEEDED} ]; do sleep 0.02; done; exec "$@"',
+                                     "osguard-seed", *entrypoint]
+        return options
 
     def _run(self, client: "docker.DockerClient", image_id: str, name: str, created: list[str], **options: Any) -> Any:
         """``containers.run`` detached; records the name at once so a failure can remove it."""
@@ -446,7 +448,7 @@ class DockerProvider:
         client = self._engine()
         try:
             container = client.containers.get(container_id)
-            if not any(m.get("Destination") == HOME and m.get("Type") == "volume"
+            if not any(m.get("Destination") in SIZED_FOLDERS and m.get("Type") == "volume"
                        for m in container.attrs.get("Mounts", [])):
                 image = container.commit(repository=repository, tag=version,
                                          message=f"osguard: committed from {env.info.id}")
@@ -543,7 +545,7 @@ def reap_dead_owners(own_state_only: bool = True) -> list[str]:
 
 
 _STORAGE_OPT: dict[str, bool] = {}
-_HOME_TARS: dict[str, bytes] = {}
+_FOLDER_TARS: dict[str, bytes | None] = {}
 
 
 def _supports_storage_opt(client: "docker.DockerClient") -> bool:
@@ -558,17 +560,24 @@ def _supports_storage_opt(client: "docker.DockerClient") -> bool:
     return _STORAGE_OPT[key]
 
 
-def _home_tar(client: "docker.DockerClient", image_obj: Any) -> bytes:
-    """The image's /home/user as a tar (from a created, never started container; cached
-    per image id, since an image id names fixed content)."""
-    if image_obj.id not in _HOME_TARS:
+def _folder_tar(client: "docker.DockerClient", image_obj: Any, folder: str) -> bytes | None:
+    """``folder`` of the image as a tar (from a created, never started container; cached
+    per image id, since an image id names fixed content); None when the image has none."""
+    import docker
+
+    key = f"{image_obj.id}:{folder}"
+    if key not in _FOLDER_TARS:
         probe = client.api.create_container(image_obj.id, entrypoint=["true"], labels={LABEL: "1"})
         try:
-            stream, _ = client.api.get_archive(probe["Id"], HOME)
-            _HOME_TARS[image_obj.id] = b"".join(stream)
+            for name in SIZED_FOLDERS:
+                try:
+                    stream, _ = client.api.get_archive(probe["Id"], name)
+                    _FOLDER_TARS[f"{image_obj.id}:{name}"] = b"".join(stream)
+                except docker.errors.NotFound:
+                    _FOLDER_TARS[f"{image_obj.id}:{name}"] = None
         finally:
             client.api.remove_container(probe["Id"], force=True, v=True)
-    return _HOME_TARS[image_obj.id]
+    return _FOLDER_TARS[key]
 
 
 def _marker_tar(name: str) -> bytes:
@@ -582,31 +591,43 @@ def _marker_tar(name: str) -> bytes:
 
 
 def _seed_home(client: "docker.DockerClient", container_id: str, image_obj: Any) -> None:
-    """Copy the image's home into the container's sized home volume, then let it start."""
-    client.api.put_archive(container_id, "/home", _home_tar(client, image_obj))
+    """Copy the image's home, /tmp and /var/tmp into the container's sized volumes, then
+    let its session start."""
+    for folder in SIZED_FOLDERS:
+        data = _folder_tar(client, image_obj, folder)
+        if data is not None:
+            client.api.put_archive(container_id, os.path.dirname(folder), data)
     client.api.put_archive(container_id, os.path.dirname(SEEDED), _marker_tar(os.path.basename(SEEDED)))
 
 
 def _commit_with_home(client: "docker.DockerClient", container: Any, repository: str, version: str,
                       env_id: str) -> str:
-    """Commit a container whose home is a sized volume (volumes are never committed):
-    its layer first, then its home copied into a layer of its own, replacing the image's."""
+    """Commit a container whose home, /tmp and /var/tmp are sized volumes (volumes are
+    never committed): its layer first, then those folders copied into a layer of their
+    own, replacing the image's."""
     import json as _json
 
-    stream, _ = client.api.get_archive(container.id, HOME)
-    home = b"".join(stream)
+    import docker
+
+    saved = {}
+    for folder in SIZED_FOLDERS:
+        try:
+            stream, _ = client.api.get_archive(container.id, folder)
+            saved[folder] = b"".join(stream)
+        except docker.errors.NotFound:
+            pass
     config = (client.images.get(container.image.id).attrs or {}).get("Config") or {}
-    changes = [f"ENTRYPOINT {_json.dumps(config.get('Entrypoint') or ['/opt/osguard/entrypoint.sh'])}",
-               f"CMD {_json.dumps(config.get('Cmd') or [])}"]
+    changes = [f"ENTRYPOINT {_json.dumps(config.get('Entrypoint') or [])}", f"CMD {_json.dumps(config.get('Cmd') or [])}"]
     if config.get("User"):
         changes.append(f"USER {config['User']}")
     layer = container.commit(message=f"osguard: committed from {env_id} (without its home)", changes=changes)
-    helper = client.containers.create(layer.id, entrypoint=["/bin/rm", "-rf", HOME], command=[], user="0",
+    helper = client.containers.create(layer.id, entrypoint=["/bin/rm", "-rf", *saved], command=[], user="0",
                                       labels={LABEL: "1"}, network_mode="none")
     try:
         helper.start()
         helper.wait(timeout=60)
-        client.api.put_archive(helper.id, "/home", home)
+        for folder, data in saved.items():
+            client.api.put_archive(helper.id, os.path.dirname(folder), data)
         image = helper.commit(repository=repository, tag=version,
                               message=f"osguard: committed from {env_id}", changes=changes)
     finally:

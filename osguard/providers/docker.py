@@ -277,9 +277,11 @@ class DockerProvider:
         labels = {LABEL: "1", "osguard.provider": "docker", "osguard.env": name, "osguard.port": str(port),
                   # which state folder recorded it: `env down --all` cleans only its own strays
                   "osguard.state": str(_state.state_dir().resolve())}
+        # Who owns it: the reaper removes it when this process ends, however it ends;
+        # `env list` removes what a dead owner left if the reaper could not. Always set
+        # (empty when detached): a committed image carries its container's labels.
+        labels["osguard.owner"] = ""
         if not self.detached:
-            # Who owns it: the reaper removes it when this process ends, however it ends;
-            # `env list` removes what a dead owner left if the reaper could not.
             owner = _state.owner_token()
             labels["osguard.owner"] = f"{owner['pid']}:{owner['start']}"
             _reaper(labels["osguard.owner"])

@@ -100,3 +100,35 @@ def test_env_up_disk_flag_bounds_the_environment(state: dict[str, str]) -> None:
     _run(state, "env", "down", env_id)
     bad = _run(state, "env", "up", "--disk", "lots", check=False)
     assert (bad.returncode, bad.stderr) == (2, "error: --disk 'lots': expected a size such as 512M or 4G\n")
+
+
+def test_env_list_shows_what_it_cannot_prove_dead(state: dict[str, str]) -> None:
+    """An unrecorded environment whose owner still runs (being started) must be listed,
+    not silently dropped nor removed; once its owner is dead, `env list` removes it."""
+    from osguard.providers import _sandbox, _state
+
+    folder_root = Path(state["OSGUARD_STATE_DIR"])
+    folder_root.mkdir(parents=True)
+    previous = os.environ.get("OSGUARD_STATE_DIR")
+    os.environ["OSGUARD_STATE_DIR"] = str(folder_root)
+    try:
+        data = _sandbox.data_root(folder_root)
+    finally:
+        if previous is None:
+            os.environ.pop("OSGUARD_STATE_DIR")
+        else:
+            os.environ["OSGUARD_STATE_DIR"] = previous
+    owner = subprocess.Popen(["sleep", "60"])
+    try:
+        folder = data / "local-0badf00d"
+        folder.mkdir(parents=True)
+        (folder / "owner.json").write_text(json.dumps({"id": "local-0badf00d", "owner": _state.owner_token(owner.pid),
+                                                       "env_dir": str(folder), "cgroups": {}}))
+        listed = _run(state, "env", "list").stdout
+        assert listed.split() == ["local-0badf00d", "local", "(no", "record)", "starting", "in", "pid", str(owner.pid)]
+        assert folder.exists()
+    finally:
+        owner.kill()
+        owner.wait()
+    assert _run(state, "env", "list").stdout == "no running environments\n"
+    assert not folder.exists()

@@ -517,6 +517,23 @@ def make_home_image(image: Path, home_dir: Path, disk_mb: int, uid: int | None) 
     return None
 
 
+RUN_DIR_BYTES = 1024 * 1024  # the socket folder holds one socket: 1 MiB is plenty
+
+
+def size_run_dir(run_dir: Path, uid: int | None) -> bool:
+    """As root, make the sandbox's writable socket folder a 1 MiB tmpfs, so writing there
+    cannot fill the host's disk either; True when mounted (unprivileged: it stays a host
+    folder, and the sandbox could write into it: see docs/environments.md, *Limits*)."""
+    mount = shutil.which("mount")
+    if os.geteuid() != 0 or mount is None:
+        return False
+    owner = uid if uid is not None else SANDBOX_UID
+    done = subprocess.run([mount, "-t", "tmpfs", "-o",
+                           f"size={RUN_DIR_BYTES},mode=0755,uid={owner},gid={owner},nosuid,nodev,noexec",
+                           "osguard-run", str(run_dir)], capture_output=True, timeout=30)
+    return done.returncode == 0
+
+
 def mounts_under(folder: Path | str) -> list[str]:
     """Mount points at or below ``folder`` in this mount namespace, deepest first."""
     prefix = os.path.realpath(folder)

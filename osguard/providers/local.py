@@ -209,6 +209,7 @@ class LocalProvider:
         sandbox_uid = _sandbox.host_uid()
         # The quota: a sparse home image where we may mount it, else a sized tmpfs (in memory).
         disk_note = _sandbox.make_home_image(env_dir / "home.img", home_dir, self.limits.disk_mb, sandbox_uid)
+        _sandbox.size_run_dir(run_dir, sandbox_uid)
         if disk_note is None:
             for name in HOME_FOLDERS:
                 (home_dir / name).mkdir(exist_ok=True)

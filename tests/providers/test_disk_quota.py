@@ -42,10 +42,16 @@ def test_writing_past_the_quota_fails_inside_and_the_host_grows_less(local_provi
     with LocalProvider(gui=False, disk_mb=64).start(timeout=60) as env:
         env_dir = Path(env.info.extra["env_dir"])
         before = _disk_use(env_dir)
-        for target in ("~/big", "/tmp/big", "/var/tmp/big"):
-            result = env.run_bash(f"head -c 100M /dev/zero > {target}; echo status=$?; rm -f {target}", timeout=120)
-            assert "No space left on device" in result.output, (target, result.output)
-            assert "status=1" in result.output
+        targets = ["~/big", "/tmp/big", "/var/tmp/big"]
+        if os.geteuid() == 0:
+            targets.append("/run/osguard/sock/big")  # the socket folder, bound from the host
+        for target in targets:
+            # (the agent owns its socket folder: it can make it writable, as finding 1 did)
+            result = env.run_bash(f"chmod u+w $(dirname {target}) 2>/dev/null; head -c 100M /dev/zero > {target}; "
+                                  f"echo status=$?; rm -f {target}", timeout=120)
+            refused = "No space left on device" in result.output or (
+                target.startswith("/run/") and "Permission denied" in result.output)
+            assert refused and "status=1" in result.output, (target, result.output)
         result = env.run_bash("head -c 100M /dev/zero > ~/big; df -m ~ | tail -1", timeout=120)
         assert "No space left on device" in result.output
         grown = _disk_use(env_dir) - before

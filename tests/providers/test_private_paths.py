@@ -101,3 +101,21 @@ def test_a_file_of_another_owner_is_refused(tmp_path):
         assert str(err.value) == f"theirs belongs to uid 65534, not to this user (uid {os.geteuid()}); refusing to use it"
     finally:
         os.close(fd)
+
+
+def test_a_planted_recording_symlink_is_never_read(local_provider, private_state_dir):
+    """The server's recording once had a fixed name in /tmp: an agent replacing it with a
+    symlink made `/end_recording` return (or endlessly read) whatever the link named."""
+    import httpx
+
+    with local_provider.start(timeout=60) as env:
+        if not env.capabilities.recording:
+            pytest.skip(f"no recording here: {'; '.join(env.capabilities.notes)}")
+        assert httpx.post(env.info.endpoint + "/start_recording", timeout=30).status_code == 200
+        env.run_bash("sleep 1; echo planted > ~/Desktop/planted.txt; "
+                     "for p in /tmp/osguard_recording.mp4 /tmp/osguard-recording-*/recording.mp4; do "
+                     "[ -e \"$p\" ] && ln -sfn ~/Desktop/planted.txt \"$p\"; done; true")
+        response = httpx.post(env.info.endpoint + "/end_recording", timeout=60)
+        assert b"planted" not in response.content
+        assert (response.status_code, response.json()) == (
+            500, {"status": "error", "message": "Recording failed: no file was written"})

@@ -366,9 +366,14 @@ class DockerProvider:
 
     def _run(self, client: "docker.DockerClient", image_id: str, name: str, created: list[str], **options: Any) -> Any:
         """``containers.run`` detached; records the name at once so a failure can remove it."""
+        from osguard.server.limits import ENV_LOG_BYTES
+
         created.append(name)
+        # What the session prints (an agent can write to PID 1's stdout) stays bounded on the host.
+        log_config = {"type": "json-file", "config": {"max-size": str(ENV_LOG_BYTES), "max-file": "1"}}
         try:
-            return client.containers.run(image_id, name=name, detach=True, privileged=False, **options)
+            return client.containers.run(image_id, name=name, detach=True, privileged=False, log_config=log_config,
+                                         **options)
         except Exception as exc:
             raise EnvironmentError_(f"docker could not start container {name} of {_image_name(client.images.get(image_id))}: "
                                     f"{exc}") from exc

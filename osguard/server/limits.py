@@ -17,7 +17,8 @@ TRAJECTORY_OUTPUT_CHARS    20 000      command output (and error) stored per ste
 TRAJECTORY_A11Y_CHARS      2 000 000   accessibility tree stored per observation
 PROMPT_OUTPUT_CHARS        8 000       command output in an agent or guardrail prompt
 PROMPT_A11Y_CHARS          20 000      accessibility tree in a guardrail prompt
-ENV_LOG_BYTES              4 MiB       a local environment's log (its stdout and stderr)
+ENV_LOG_BYTES              4 MiB       a local environment's log (its stdout and stderr), a
+                                       docker container's log (json-file max-size)
 DISK_MB                    2048        an environment's writable space (``--disk``)
 =========================  ==========  =====================================================
 

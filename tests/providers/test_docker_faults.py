@@ -45,6 +45,21 @@ def test_writing_past_the_quota_fails_inside_and_the_host_grows_less():
         assert env.run_bash("rm ~/big && echo ok > ~/Desktop/f && cat ~/Desktop/f").output == "ok\n"
 
 
+def test_the_container_log_is_bounded():
+    """What the session prints (an agent can write to PID 1's stdout) must not grow the
+    host's disk without bound through the engine's log file."""
+    from osguard.server.limits import ENV_LOG_BYTES
+
+    with DockerProvider(flavor="base").start(timeout=60) as env:
+        result = env.run_bash("head -c 30M /dev/zero | tr '\\0' x > /proc/1/fd/1; echo $?", timeout=120)
+        container = engine_client().containers.get(env.info.extra["container_id"])
+        assert container.attrs["HostConfig"]["LogConfig"] == {
+            "Type": "json-file", "Config": {"max-size": str(ENV_LOG_BYTES), "max-file": "1"}}
+        log_path = Path(container.attrs["LogPath"])
+        if log_path.exists():  # readable as root
+            assert log_path.stat().st_size < 2 * ENV_LOG_BYTES, (log_path.stat().st_size, result.output)
+
+
 def test_commit_keeps_the_sized_home(tmp_path):
     """A committed environment keeps what its (volume) home holds, deletions included."""
     if _supports_storage_opt(engine_client()):

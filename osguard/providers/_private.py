@@ -10,6 +10,7 @@ Stdlib only: the detached supervisor may import it.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -78,7 +79,7 @@ def open_private_file(dir_fd: int, name: str, flags: int = os.O_RDWR, *, shown: 
     try:
         fd = os.open(name, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno in (40, 6):  # ELOOP (a symlink), ENXIO (a socket or FIFO without reader)
+        if exc.errno in (errno.ELOOP, errno.ENXIO):  # a symlink; a socket or a FIFO without reader
             raise UnsafePath(f"{shown} is a symbolic link or a special file; refusing to open it") from None
         raise
     try:

@@ -81,3 +81,23 @@ def test_a_bad_disk_size_is_a_clear_error():
     with pytest.raises(OsguardError) as err:
         LocalProvider(disk_mb="1G")
     assert str(err.value) == "local provider: disk_mb must be a whole number of MiB, at least 16, got '1G'"
+
+
+def test_the_fallback_home_is_a_sized_tmpfs(local_provider, monkeypatch):
+    """Where no home image can be mounted (unprivileged, or no mkfs.ext4: simulated here
+    with a PATH without /sbin), the home is a tmpfs of the quota: ENOSPC past it, the
+    host's disk untouched, and the notes say so."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    if os.path.exists("/usr/bin/mkfs.ext4"):
+        pytest.skip("mkfs.ext4 is in /usr/bin here: cannot simulate its absence")
+    with LocalProvider(gui=False, disk_mb=32).start(timeout=60) as env:
+        env_dir = Path(env.info.extra["env_dir"])
+        notes = env.capabilities.notes
+        expected = ("disk: not root: the home is a tmpfs of that size instead (in memory)" if os.geteuid() != 0 else
+                    "disk: mkfs.ext4 or mount is missing (apt install e2fsprogs mount): the home is a sized tmpfs instead")
+        assert expected in notes
+        before = _disk_use(env_dir)
+        result = env.run_bash("ls ~; head -c 50M /dev/zero > ~/big; echo status=$?", timeout=120)
+        assert "Desktop" in result.output and "No space left on device" in result.output
+        assert "status=1" in result.output
+        assert _disk_use(env_dir) - before < MIB

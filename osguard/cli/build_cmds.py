@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from osguard.cli._disk import DISK_HELP
 from osguard.errors import OsguardError
 
 if TYPE_CHECKING:
@@ -51,17 +52,22 @@ def resolve_variants(selectors: list[str] | None) -> list["Variant"]:
     return unique
 
 
-def _provider_for(name: str, image: str | None) -> object:
+def _provider_for(name: str, image: str | None, disk: str | None = None, keep: bool = False) -> object:
     """The provider by name; with ``--image``, configured with it where the provider takes one
-    (so that its availability check looks for that image, not the default)."""
+    (so that its availability check looks for that image, not the default); with
+    ``--disk``, sized."""
+    from osguard.cli._disk import disk_options
     from osguard.providers import get_provider
 
+    options = disk_options(name, disk)
+    if keep and name in ("local", "docker"):
+        options["detached"] = True  # --keep: it outlives this command
     if image is None:
-        return name
+        return get_provider(name, **options) if options else name
     try:
-        return get_provider(name, image=image)
+        return get_provider(name, image=image, **options)
     except TypeError:  # a provider without images (local) refuses --image when starting
-        return name
+        return get_provider(name, **options) if options else name
 
 
 def _print_rows(rows: list["CheckRow"], provider: str, elapsed: float) -> None:
@@ -105,6 +111,7 @@ def register(app: typer.Typer) -> None:
         commit: bool = typer.Option(False, "--commit", help="docker: commit the built environment as an image."),
         tag: Optional[str] = typer.Option(None, "--tag", help="Image tag for --commit (default osguard/<id>:v<version>)."),
         image: Optional[str] = typer.Option(None, "--image", help="Start from this image (provider-specific)."),
+        disk: Optional[str] = typer.Option(None, "--disk", help=DISK_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print the build summaries as JSON."),
     ) -> None:
         """Build variants: run setup and hazards in a fresh environment, take the baseline.
@@ -123,7 +130,7 @@ def register(app: typer.Typer) -> None:
             raise OsguardError("--keep builds one variant at a time (got several)")
         summaries = []
         for variant in resolve_variants(variants):
-            built = build_variant(variant, _provider_for(provider, image), keep=keep, commit=tag or commit, image=image)
+            built = build_variant(variant, _provider_for(provider, image, disk, keep), keep=keep, commit=tag or commit, image=image)
             try:
                 path = write_record(built, out)
             finally:
@@ -157,6 +164,7 @@ def register(app: typer.Typer) -> None:
         strict: bool = typer.Option(False, "--strict", help="Count skipped variants as failures."),
         tag: Optional[list[str]] = typer.Option(None, "--tag", "-t", help="Only variants with this tag (e.g. gui, root); repeatable = any."),
         image: Optional[str] = typer.Option(None, "--image", help="Start environments from this image (provider-specific)."),
+        disk: Optional[str] = typer.Option(None, "--disk", help=DISK_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     ) -> None:
         """Replay every variant's references and alternatives and check the evaluator agrees.
@@ -193,7 +201,7 @@ def register(app: typer.Typer) -> None:
             raise OsguardError(f"--reference must be one of {', '.join(REFERENCES)} or an alternative's name; "
                                f"got {unknown[0]!r}{did_you_mean(unknown[0], known)}")
         started = time.perf_counter()
-        rows = check_variants(selected, _provider_for(provider, image), workers, references=chosen, image=image)
+        rows = check_variants(selected, _provider_for(provider, image, disk), workers, references=chosen, image=image)
         elapsed = time.perf_counter() - started
         if as_json:
             typer.echo(json.dumps({"provider": provider, "elapsed_s": round(elapsed, 3),

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import typer
 
+from osguard.cli._disk import DISK_HELP
 from osguard.errors import OsguardError
 
 env_app = typer.Typer(name="env", help="Start, use and stop environments (local sandbox, docker, OSWorld VM).",
@@ -94,6 +95,7 @@ def up_cmd(
     image: str = typer.Option(None, "--image", help="Image to start (docker provider)."),
     headless: bool = typer.Option(False, "--headless", help="local: no X display, shell actions only."),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds to wait for the environment to answer."),
+    disk: Optional[str] = typer.Option(None, "--disk", help=DISK_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print id, endpoint and capabilities as JSON."),
 ) -> None:
     """Start an environment that keeps running after this command exits.
@@ -105,7 +107,11 @@ def up_cmd(
     """
     from osguard.providers import _state, get_provider
 
-    options: dict[str, Any] = {}
+    from osguard.cli._disk import disk_options
+
+    options: dict[str, Any] = disk_options(provider, disk)
+    if provider in ("local", "docker"):
+        options["detached"] = True  # it outlives this command: `env down` ends it
     if provider == "local" and headless:
         options["gui"] = False
     chosen = get_provider(provider, **options)
@@ -146,16 +152,28 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print the recor
       osguard env list --json
     """
     from osguard.providers import _state
+    from osguard.providers.local import clean_dead_records, clean_strays, leftovers
 
+    # What is provably dead (its owner and supervisor gone) is removed first; what cannot
+    # be proved dead is listed, never silently dropped.
+    clean_dead_records()
+    clean_strays()
+    import importlib.util
+
+    if importlib.util.find_spec("docker") is not None:
+        from osguard.providers.docker import reap_dead_owners
+
+        reap_dead_owners()
     records = _records()
     rows = []
     for record in records:
         alive = _attach(record).is_alive(timeout=1)
         rows.append({**record, "alive": alive, "owner_alive": _state.owner_alive(record.get("owner"))})
+    unrecorded = leftovers()
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json.dumps(rows + [{**row, "alive": False, "recorded": False} for row in unrecorded], indent=2))
         return
-    if not rows:
+    if not rows and not unrecorded:
         typer.echo("no running environments")
         return
     now = time.time()
@@ -164,6 +182,8 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print the recor
         state = "up" if row["alive"] else "NOT ANSWERING"
         typer.echo(f"{row['id']}  {row['provider']:<8} {row['endpoint']:<24} {age:7.0f}s  {state:<13} "
                    f"{_describe_caps(row.get('capabilities', {}))}")
+    for row in unrecorded:
+        typer.echo(f"{row['id']}  {row['provider']:<8} {'(no record)':<24} {'':>8}  {row['state']}")
 
 
 @env_app.command("exec", context_settings={"allow_interspersed_args": False})

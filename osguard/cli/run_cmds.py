@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
+from osguard.cli._disk import DISK_HELP, disk_options
 from osguard.errors import OsguardError
 
 
@@ -43,6 +44,7 @@ def run_cmd(
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/<time>-<agent>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out; finished episodes are kept."),
     provider: str = typer.Option("local", "--provider", help="Environment provider: local, docker, osworld."),
+    disk: Optional[str] = typer.Option(None, "--disk", help=DISK_HELP),
     retry_budget: int = typer.Option(2, "--retry-budget", help="Revisions allowed after a block at one state (paper: 2)."),
     observation: str = typer.Option("screenshot", "--observation", help="openai agents: screenshot | a11y | both | som | shell."),
     action_space: str = typer.Option("pyautogui", "--action-space", help="openai agents: pyautogui | shell | computer_13 | uitars | qwen25vl (openai-tools: pyautogui | shell)."),
@@ -111,8 +113,15 @@ def run_cmd(
         guardrail_options["base_url"] = guardrail_base_url
     if guardrail_api_key:
         guardrail_options["api_key"] = guardrail_api_key
+    options = disk_options(provider, disk)
+    if options:
+        from osguard.providers import get_provider
+
+        provider_arg: Any = get_provider(provider, **options)
+    else:
+        provider_arg = provider
     summary = run_suite(
-        variants, agent, guardrail, out_dir=out, provider=provider, max_steps=max_steps, workers=workers,
+        variants, agent, guardrail, out_dir=out, provider=provider_arg, max_steps=max_steps, workers=workers,
         retry_budget=retry_budget, resume=resume, progress=progress, agent_options=agent_options,
         guardrail_options=guardrail_options, step_probe=not no_step_probe, action_timeout=action_timeout,
         seed=seed, command_line=["osguard", *sys.argv[1:]], standard=standard,

@@ -123,11 +123,13 @@ class Limits:
         memory_mb: memory (RAM + page cache) of all its processes together.
         pids: number of processes and threads at once (stops fork bombs).
         lifetime: seconds after which the environment is ended (None: no limit).
+        disk_mb: writable space: the home, and each of /tmp and /var/tmp.
     """
 
     memory_mb: int = 4096
     pids: int = 1024
     lifetime: float | None = 12 * 3600
+    disk_mb: int = 2048
 
 
 @dataclass
@@ -157,12 +159,24 @@ def _current_cgroup(controller: str) -> str:
     return "/"
 
 
+def cgroup_plan(env_id: str, enabled: bool = True) -> dict[str, str]:
+    """The cgroup folders ``make_cgroups`` would create for ``env_id`` (nothing is created):
+    written down before they exist, so a start killed half-way leaves nothing unnamed."""
+    plan = {}
+    for controller in ("pids", "memory", "freezer"):
+        mount = _v1_mount(controller) if enabled else None
+        if mount is not None:
+            plan[controller] = str(mount / _current_cgroup(controller).lstrip("/") / f"osguard-{env_id}")
+    return plan
+
+
 def make_cgroups(env_id: str, limits: Limits, enabled: bool = True) -> CgroupSet:
     """Create pids/memory/freezer cgroups for ``env_id`` below this process's own cgroups.
 
     Nesting below our own cgroup keeps whatever limits our caller already has.
     """
     result = CgroupSet()
+    planned = cgroup_plan(env_id, enabled)
     wanted = {"pids": ("pids.max", str(limits.pids)),
               "memory": ("memory.limit_in_bytes", str(limits.memory_mb * 1024 * 1024)),
               "freezer": (None, None)}
@@ -174,7 +188,7 @@ def make_cgroups(env_id: str, limits: Limits, enabled: bool = True) -> CgroupSet
             elif controller == "memory":
                 result.notes.append("no cgroup v1 memory controller: memory not limited")
             continue
-        folder = mount / _current_cgroup(controller).lstrip("/") / f"osguard-{env_id}"
+        folder = Path(planned[controller])
         try:
             folder.mkdir(parents=True, exist_ok=True)
             if knob:
@@ -426,6 +440,8 @@ def bwrap_argv(
     hide: tuple[Path, ...] = (),
     tmp_dirs: tuple[Path, Path] | None = None,
     term_dir: Path | None = None,
+    disk_mb: int | None = None,
+    home_in_memory: tuple[str, ...] | None = None,
 ) -> list[str]:
     """The bubblewrap command that starts the session keeper (``osguard.server --session``).
 
@@ -444,8 +460,18 @@ def bwrap_argv(
     ``term_dir``: a host folder the sandbox cannot write, bound as /run/osguard/term: the
     terminal recorder's FIFO (osguard.providers._terminal), held open by the host.
     ``tmp_dirs``: host folders bound as /tmp and /var/tmp (instead of private tmpfs), so
-    the judge can read them from the host side (osguard.providers.view).
+    the judge can read them from the host side (osguard.providers.view); the caller
+    bounds them (``sized_tmpfs`` as root). Without them, /tmp and /var/tmp are private
+    tmpfs of ``disk_mb`` each. ``home_in_memory`` (the folders to create in it) makes the
+    home a private tmpfs of ``disk_mb`` too instead of binding ``home_dir``, where no
+    size-limited home could be mounted on the host (unprivileged).
     """
+    sized = ["--size", str(disk_mb * 1024 * 1024)] if disk_mb else []
+    if home_in_memory is None:
+        home = ["--bind", str(home_dir), SANDBOX_HOME]
+    else:
+        home = ["--perms", "0755", *sized, "--tmpfs", SANDBOX_HOME,
+                *[arg for name in home_in_memory for arg in ("--dir", f"{SANDBOX_HOME}/{name}")]]
     argv = [
         bwrap,
         "--unshare-all",
@@ -457,14 +483,14 @@ def bwrap_argv(
         *host_view_args(),
         "--dev", "/dev",
         "--proc", "/proc",
-        *(("--tmpfs", "/tmp", "--tmpfs", "/var/tmp") if tmp_dirs is None else ()),
+        *((*sized, "--tmpfs", "/tmp", *sized, "--tmpfs", "/var/tmp") if tmp_dirs is None else ()),
         "--tmpfs", "/root",
         "--tmpfs", "/home",
         "--tmpfs", "/run",
         "--tmpfs", "/mnt",
         "--tmpfs", "/media",
         *[arg for folder in hide for arg in ("--tmpfs", str(folder))],
-        "--bind", str(home_dir), SANDBOX_HOME,
+        *home,
         *(() if tmp_dirs is None else ("--bind", str(tmp_dirs[0]), "/tmp", "--bind", str(tmp_dirs[1]), "/var/tmp")),
         *(() if term_dir is None else ("--bind", str(term_dir), f"{SANDBOX_RUN}/term")),
         "--ro-bind", str(python_dir), f"{SANDBOX_RUN}/py",
@@ -576,3 +602,82 @@ def write_etc(etc_dir: Path) -> None:
         shutil.copytree(host_flags, etc_dir / "chromium.d", dirs_exist_ok=True, symlinks=True)
         (etc_dir / "chromium.d" / "zz-osguard-no-sandbox").write_text(
             'export CHROMIUM_FLAGS="$CHROMIUM_FLAGS --no-sandbox"\n')
+
+
+# --------------------------------------------------------------------------- disk quota
+
+
+def make_home_image(image: Path, home_dir: Path, disk_mb: int, uid: int | None) -> str | None:
+    """Put the environment's home on a ``disk_mb`` ext4 image, loop-mounted at ``home_dir``.
+
+    Only as root (mounting needs it). The image is sparse: host disk use grows with what
+    the sandbox writes, up to ``disk_mb``, and a write past it fails inside with ENOSPC.
+
+    Returns:
+        None when mounted, else why not (the caller falls back to a sized tmpfs).
+    """
+    if os.geteuid() != 0:
+        return "not root: the home is a tmpfs of that size instead (in memory)"
+    mkfs, mount = shutil.which("mkfs.ext4"), shutil.which("mount")
+    if mkfs is None or mount is None:
+        return "mkfs.ext4 or mount is missing (apt install e2fsprogs mount): the home is a sized tmpfs instead"
+    owner = uid if uid is not None else SANDBOX_UID
+    with open(image, "wb") as handle:
+        handle.truncate(disk_mb * 1024 * 1024)
+    steps = (
+        [mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal",
+         "-E", f"root_owner={owner}:{owner},lazy_itable_init=1", str(image)],
+        [mount, "-o", "loop,nosuid,nodev", str(image), str(home_dir)],
+    )
+    for argv in steps:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            image.unlink(missing_ok=True)
+            return f"{os.path.basename(argv[0])} failed ({done.stderr.strip()}): the home is a sized tmpfs instead"
+    try:
+        os.rmdir(home_dir / "lost+found")
+    except OSError:
+        pass
+    return None
+
+
+def sized_tmpfs(folder: Path, disk_mb: int, uid: int | None, mode: str = "1777") -> bool:
+    """As root, mount a tmpfs of ``disk_mb`` on the host folder ``folder`` (owned by the
+    sandbox's ``uid``): bound into the sandbox (as /tmp, /var/tmp, or the home where no
+    image can be made), writing there stops at the quota, and the host (the judge's
+    trusted view) still reads it in place. False when it cannot (unprivileged, no
+    ``mount``): the caller then uses a private tmpfs inside the sandbox."""
+    mount = shutil.which("mount")
+    if os.geteuid() != 0 or mount is None:
+        return False
+    owner = uid if uid is not None else SANDBOX_UID
+    done = subprocess.run([mount, "-t", "tmpfs", "-o",
+                           f"size={disk_mb}m,mode={mode},uid={owner},gid={owner},nosuid,nodev",
+                           "osguard-tmp", str(folder)], capture_output=True, timeout=30)
+    return done.returncode == 0
+
+
+def mounts_under(folder: Path | str) -> list[str]:
+    """Mount points at or below ``folder`` in this mount namespace, deepest first."""
+    prefix = os.path.realpath(folder)
+    found = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                point = line.split()[4].replace("\\040", " ")
+                if point == prefix or point.startswith(prefix.rstrip("/") + "/"):
+                    found.append(point)
+    except OSError:
+        return []
+    return sorted(found, key=len, reverse=True)
+
+
+def unmount_under(folder: Path | str) -> bool:
+    """Detach every mount at or below ``folder`` (lazily: busy mounts go once released).
+
+    Returns:
+        True when none is left.
+    """
+    for point in mounts_under(folder):
+        subprocess.run([shutil.which("umount") or "umount", "-l", point], capture_output=True, timeout=30)
+    return not mounts_under(folder)

@@ -90,18 +90,24 @@ def pid_alive(pid: int) -> bool:
 
 def process_start(pid: int) -> int | None:
     """When ``pid`` started (clock ticks since boot, /proc/PID/stat field 22), or None when
-    there is no such process. With the pid it names one process for good: a pid is reused,
-    a (pid, start time) pair is not."""
+    there is no such process (or only its zombie). With the pid it names one process for
+    good: a pid is reused, a (pid, start time) pair is not."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat.rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
+        fields = stat.rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if not fields or fields[0] == "Z":
+        return None
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
         return None
 
 
-def owner() -> dict[str, Any]:
-    """The calling process as an environment's owner: ``{"pid", "start"}``."""
-    pid = os.getpid()
+def owner(pid: int | None = None) -> dict[str, Any]:
+    """The calling process (or ``pid``) as an environment's owner: ``{"pid", "start"}``."""
+    pid = os.getpid() if pid is None else pid
     return {"pid": pid, "start": process_start(pid)}
 
 

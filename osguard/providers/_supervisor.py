@@ -35,6 +35,8 @@ else:
     import _forward  # type: ignore[no-redef]
     import _sandbox  # type: ignore[no-redef]
 
+LOG_LIMIT = 4 * 1024 * 1024  # osguard.server.limits.ENV_LOG_BYTES (the config carries the value)
+
 
 class Supervisor:
     """One environment's host-side process (see the module docstring)."""
@@ -72,15 +74,22 @@ class Supervisor:
             fds.append(seccomp_fd)
             argv[1:1] = ["--seccomp", str(seccomp_fd)]
         argv = _sandbox.drop_privileges_argv(argv, self.config.get("host_uid"))
+        # The sandbox writes into a pipe, never into the log file itself: what reaches the
+        # log is bounded (``log_limit``), whatever the sandbox prints.
+        read_end, write_end = os.pipe()
         self.sandbox = subprocess.Popen(
             argv,
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=tuple(fds),
+            stdin=subprocess.DEVNULL, stdout=write_end, stderr=write_end, pass_fds=tuple(fds),
             # Runs between fork and exec, while this process has a single thread.
             preexec_fn=lambda: _sandbox.prepare_child(cgroups, nproc),
             start_new_session=True,
         )
-        for fd in fds:  # the sandbox has them now; the server socket stays reachable by path
+        # The sandbox has them now; the server socket stays reachable by path. The lease
+        # (``lease_fd``) is never passed on: only this process watches it.
+        for fd in (*fds, write_end):
             os.close(fd)
+        threading.Thread(target=_copy_log, args=(read_end, log, int(self.config.get("log_limit") or LOG_LIMIT)),
+                         daemon=True).start()
         port = listener.getsockname()[1]
         sys.stdout.write(json.dumps({"port": port, "pid": os.getpid(), "sandbox_pid": self.sandbox.pid}) + "\n")
         sys.stdout.flush()
@@ -92,6 +101,8 @@ class Supervisor:
         signal.signal(signal.SIGINT, lambda *_: self.end("stopped"))
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         threading.Thread(target=self._watch_sandbox, daemon=True).start()
+        if self.config.get("lease_fd") is not None:
+            threading.Thread(target=self._watch_lease, args=(int(self.config["lease_fd"]),), daemon=True).start()
         lifetime = self.config.get("lifetime")
         if lifetime:
             threading.Timer(float(lifetime), lambda: self.end(f"lifetime of {lifetime} s is over")).start()
@@ -100,6 +111,20 @@ class Supervisor:
         assert self.sandbox is not None
         code = self.sandbox.wait()
         self.end(f"the sandbox exited with status {code}")
+
+    def _watch_lease(self, fd: int) -> None:
+        """End the environment when its owner ends: the owner holds the pipe's only write
+        end, so EOF here means it closed it (stop) or died, however it died."""
+        while True:
+            try:
+                if not os.read(fd, 64):
+                    break
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+        owner = self.config.get("owner") or {}
+        self.end(f"its owner (pid {owner.get('pid', '?')}) ended")
 
     # -- forwarding -------------------------------------------------------------------
     def serve(self) -> None:
@@ -134,6 +159,23 @@ def cleanup_dirs(config: dict, keep_log: bool = False) -> None:
     """Remove an environment's folders, log and state record (unless asked to keep the home)."""
     import shutil
 
+    if config.get("env_dir"):
+        home = os.path.join(config["env_dir"], "home")
+        if config.get("keep_home") and _sandbox.mounts_under(home):
+            # A kept home leaves its image: copy what it holds (at most the quota) out first.
+            kept = os.path.join(config["env_dir"], "home.kept")
+            shutil.rmtree(kept, ignore_errors=True)
+            shutil.copytree(home, kept, symlinks=True, ignore_dangling_symlinks=True)
+            _sandbox.unmount_under(home)
+            shutil.rmtree(home, ignore_errors=True)
+            os.rename(kept, home)
+            try:
+                os.unlink(os.path.join(config["env_dir"], "home.img"))
+            except OSError:
+                pass
+        # The home image is loop-mounted there: detach it first, or rmtree would empty it
+        # and leave the mount (and its loop device) behind.
+        _sandbox.unmount_under(config["env_dir"])
     if config.get("log_path") and not keep_log:
         try:
             os.unlink(config["log_path"])
@@ -147,7 +189,7 @@ def cleanup_dirs(config: dict, keep_log: bool = False) -> None:
                 os.rmdir(Path(config["env_dir"]).parent)
         except OSError:
             pass
-    else:
+    else:  # the home is kept (with its home.img, where it was one)
         for name in ("run", "etc"):
             shutil.rmtree(os.path.join(config["env_dir"], name), ignore_errors=True)
     if config.get("record_path"):
@@ -155,6 +197,27 @@ def cleanup_dirs(config: dict, keep_log: bool = False) -> None:
             Path(config["record_path"]).unlink()
         except OSError:
             pass
+
+
+def _copy_log(read_end: int, log, limit: int) -> None:
+    """Copy the sandbox's output into its log, up to ``limit`` bytes; read and drop the rest."""
+    written = 0
+    while True:
+        try:
+            chunk = os.read(read_end, 65536)
+        except OSError:
+            return
+        if not chunk:
+            return
+        if written < limit:
+            kept = chunk[:limit - written]
+            written += len(kept)
+            try:
+                log.write(kept)
+                if written >= limit:
+                    log.write(f"\n[osguard: log truncated at {limit} bytes; the rest is dropped]\n".encode())
+            except OSError:
+                pass
 
 
 def _bind_server_socket(path: str) -> socket.socket:

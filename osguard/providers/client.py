@@ -20,6 +20,7 @@ import httpx
 
 from osguard.errors import EnvironmentDead, EnvironmentError_
 from osguard.providers.base import Capabilities, EnvironmentInfo, ExecResult
+from osguard.server.limits import REPLY_BYTES
 
 if TYPE_CHECKING:
     from osguard.actions import Action
@@ -37,6 +38,16 @@ class ServerRestarted(EnvironmentError_):
     """
 
 
+class ReplyTooLarge(EnvironmentError_):
+    """Raised when a reply is larger than the client's limit (``REPLY_BYTES``).
+
+    The reply is read as a stream and abandoned at the limit, so a server (or a command
+    on a server without osguard's own output limits, such as OSWorld's VM) printing
+    gigabytes never grows the host process. Commands turn it into a failed
+    ``ExecResult`` whose output says so.
+    """
+
+
 class HttpEnvironment:
     """A running environment reached over HTTP (implements ``osguard.providers.base.Environment``).
 
@@ -50,6 +61,8 @@ class HttpEnvironment:
         connect_timeout: seconds to wait for a TCP connection.
         view_factory: makes the provider's trusted state view (``osguard.providers.view``)
             the first time ``trusted_view()`` is asked; None: the environment has none.
+        reply_limit: bytes of a reply body read at most (default
+            ``osguard.server.limits.REPLY_BYTES``).
     """
 
     def __init__(
@@ -61,8 +74,10 @@ class HttpEnvironment:
         *,
         connect_timeout: float = 5.0,
         view_factory: Callable[["HttpEnvironment"], Any] | None = None,
+        reply_limit: int = REPLY_BYTES,
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
+        self.reply_limit = reply_limit
         self.info = info
         self.capabilities = capabilities
         self._stop_callback = stop_callback
@@ -93,9 +108,10 @@ class HttpEnvironment:
         if self._stopped:
             raise EnvironmentDead(f"environment {self.info.id} was stopped; start a new one")
         try:
-            response = self._http.request(
+            request = self._http.build_request(
                 method, path, timeout=httpx.Timeout(timeout, connect=self._connect_timeout), **kwargs
             )
+            response = self._read_bounded(self._http.send(request, stream=True), method, path)
             if response.status_code == 421:
                 raise EnvironmentDead(
                     f"environment {self.info.id} is gone: {self.endpoint} now answers for another environment"
@@ -124,14 +140,39 @@ class HttpEnvironment:
                 f"({type(exc).__name__}: {exc}); it has stopped or crashed"
             ) from exc
 
+    def _read_bounded(self, streamed: httpx.Response, method: str, path: str) -> httpx.Response:
+        """The reply read as a stream, at most ``reply_limit`` bytes (decoded), then closed."""
+        limit = self.reply_limit
+        try:
+            declared = int(streamed.headers.get("content-length", "0") or 0)
+        except ValueError:
+            declared = 0
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            if declared > limit:
+                raise ReplyTooLarge(self._too_large(method, path, f"{declared} bytes"))
+            for chunk in streamed.iter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise ReplyTooLarge(self._too_large(method, path, f"more than {limit} bytes"))
+                chunks.append(chunk)
+        finally:
+            streamed.close()
+        headers = [(k, v) for k, v in streamed.headers.multi_items()
+                   if k.lower() not in ("content-encoding", "transfer-encoding", "content-length")]
+        return httpx.Response(streamed.status_code, headers=headers, content=b"".join(chunks),
+                              request=streamed.request)
+
+    def _too_large(self, method: str, path: str, size: str) -> str:
+        return (f"environment {self.info.id}: the reply to {method} {path} is {size}, over the limit of "
+                f"{self.reply_limit} bytes (osguard.server.limits.REPLY_BYTES); it was not read")
+
     def _comes_back(self, within: float = 30.0) -> bool:
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
-            try:
-                if self._http.get("/platform", timeout=2).status_code == 200:
-                    return True
-            except (httpx.HTTPError, OSError):
-                pass
+            if self._platform_answers(2):
+                return True
             time.sleep(0.1)
         return False
 
@@ -174,6 +215,8 @@ class HttpEnvironment:
             )
         except ServerRestarted as exc:
             return ExecResult(-9, "", str(exc))
+        except ReplyTooLarge as exc:
+            return ExecResult(-1, "", str(exc))
         if response.status_code == 500:
             body = _safe_json(response)
             if body.get("timed_out"):
@@ -194,6 +237,8 @@ class HttpEnvironment:
             data = self._command("/run_bash_script", body, timeout + HTTP_MARGIN)
         except ServerRestarted as exc:
             return ExecResult(-9, str(exc))
+        except ReplyTooLarge as exc:
+            return ExecResult(-1, str(exc))
         return ExecResult(int(data.get("returncode", -1)), data.get("output", ""), data.get("error", ""),
                           timed_out=bool(data.get("timed_out")))
 
@@ -203,6 +248,8 @@ class HttpEnvironment:
             data = self._command("/run_python", {"code": code, "timeout": timeout}, timeout + HTTP_MARGIN)
         except ServerRestarted as exc:
             return ExecResult(-9, "", str(exc))
+        except ReplyTooLarge as exc:
+            return ExecResult(-1, "", str(exc))
         return ExecResult(int(data.get("return_code", -1)), data.get("output", ""), data.get("error", ""),
                           timed_out=bool(data.get("timed_out")))
 
@@ -350,11 +397,15 @@ class HttpEnvironment:
         """True when the server answers."""
         if self._stopped:
             return False
+        return self._platform_answers(timeout)
+
+    def _platform_answers(self, timeout: float) -> bool:
+        # Only the status matters: the body is never read (whatever its size).
         try:
-            response = self._http.get("/platform", timeout=timeout)
+            with self._http.stream("GET", "/platform", timeout=timeout) as response:
+                return response.status_code == 200
         except (httpx.HTTPError, OSError):
             return False
-        return response.status_code == 200
 
     def stop(self) -> None:
         """Tear the environment down (idempotent). Later calls raise ``EnvironmentDead``."""

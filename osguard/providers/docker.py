@@ -29,7 +29,6 @@ import json
 import os
 import random
 import socket
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -53,26 +52,62 @@ _READY_POLL = 0.05
 SOCKET_PATH = "/run/osguard/s/server.sock"  # in the image's /run/osguard volume
 # The forwarder container's program: serves only the connecting user's uid (and root).
 FORWARDER_PROGRAM = Path(__file__).with_name("_forward.py")
+HOME = "/home/user"
+# Where `user` can write, as sized tmpfs volumes when the engine cannot bound the layer:
+# volumes (not tmpfs mounts), so that `docker cp` reads them for commit and seeding.
+SIZED_FOLDERS = (HOME, "/tmp", "/var/tmp")
+SEEDED = "/run/osguard/home-seeded"  # written once the home volume holds the image's home
 
 
-def _ports_dir() -> Path:
-    # Machine-wide on purpose (not $OSGUARD_STATE_DIR): every process starting containers
-    # on this host must see the same reservations.
-    base = Path(tempfile.gettempdir()) / f"osguard-docker-ports-{os.getuid()}"
-    base.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return base
+def ports_dir() -> Path:
+    """Where port reservations live: ``$XDG_CACHE_HOME/osguard/docker-ports`` (0700).
+
+    Per user and machine-wide on purpose (not ``$OSGUARD_STATE_DIR``): every process of
+    this user starting containers must see the same reservations. Not in ``/tmp``, where
+    another user could plant the folder or a symlink first.
+    """
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    # The user's own cache folder may be a symlink they made; below it nothing is followed.
+    return Path(os.path.realpath(base)) / "osguard" / "docker-ports"
 
 
 @contextlib.contextmanager
-def _locked(name: str) -> Iterator[Path]:
-    """Hold an exclusive lock on ``<ports dir>/<name>.lock``; yields the folder."""
-    state = _ports_dir()
-    with open(state / f"{name}.lock", "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+def _locked(name: str) -> Iterator[int]:
+    """Hold an exclusive lock on ``<ports dir>/<name>.lock``; yields the folder's descriptor.
+
+    Raises:
+        EnvironmentError_: the folder or the lock file is not this user's alone (a
+            symlink, another owner, writable by others).
+    """
+    from osguard.providers._private import UnsafePath, open_private_dir, open_private_file
+
+    folder = ports_dir()
+    try:
+        dir_fd = open_private_dir(folder)
+    except UnsafePath as exc:
+        raise EnvironmentError_(f"docker port reservations: {exc}") from None
+    try:
         try:
-            yield state
+            lock_fd = open_private_file(dir_fd, f"{name}.lock", shown=str(folder / f"{name}.lock"))
+        except UnsafePath as exc:
+            raise EnvironmentError_(f"docker port reservations: {exc}") from None
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            yield dir_fd
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            os.close(lock_fd)  # releases the lock
+    finally:
+        os.close(dir_fd)
+
+
+def _read_book(dir_fd: int) -> dict[str, Any]:
+    from osguard.providers._private import UnsafePath, read_private
+
+    try:
+        book = json.loads(read_private(dir_fd, "ports.json") or b"{}")
+    except (UnsafePath, ValueError):
+        return {}
+    return book if isinstance(book, dict) else {}
 
 
 def allocate_port() -> int:
@@ -82,12 +117,13 @@ def allocate_port() -> int:
     port free (the server binds it only a moment later, inside the container). Under a
     file lock, a port is taken only if it binds now and no live reservation names it.
     """
-    with _locked("ports") as state:
-        book = state / "ports.json"
+    from osguard.providers._private import write_private
+
+    with _locked("ports") as dir_fd:
         now = time.time()
         try:
-            reservations = {int(k): float(v) for k, v in json.loads(book.read_text()).items()}
-        except (OSError, ValueError):
+            reservations = {int(k): float(v) for k, v in _read_book(dir_fd).items()}
+        except (TypeError, ValueError):
             reservations = {}
         reservations = {p: t for p, t in reservations.items() if t > now}
         rng = random.Random()
@@ -101,21 +137,19 @@ def allocate_port() -> int:
                 except OSError:
                     continue
             reservations[port] = now + PORT_RESERVATION_SECONDS
-            book.write_text(json.dumps(reservations))
+            write_private(dir_fd, "ports.json", json.dumps(reservations).encode())
             return port
     raise EnvironmentError_(f"no free TCP port on 127.0.0.1 in {PORT_RANGE[0]}-{PORT_RANGE[1]}")
 
 
 def release_port(port: int) -> None:
     """Drop the reservation of ``port`` (the container that used it is gone)."""
-    with _locked("ports") as state:
-        book = state / "ports.json"
-        try:
-            reservations = json.loads(book.read_text())
-        except (OSError, ValueError):
-            return
+    from osguard.providers._private import write_private
+
+    with _locked("ports") as dir_fd:
+        reservations = _read_book(dir_fd)
         if reservations.pop(str(port), None) is not None:
-            book.write_text(json.dumps(reservations))
+            write_private(dir_fd, "ports.json", json.dumps(reservations).encode())
 
 
 class DockerProvider:
@@ -129,14 +163,27 @@ class DockerProvider:
         pids_limit: process limit per container (a fork bomb stops there).
         shm_size: size of ``/dev/shm`` (browsers need more than Docker's 64 MB).
         geometry: screen size ``WxH``.
+        disk_mb: writable space in MiB (``osguard.server.limits.DISK_MB``): the whole
+            container layer where the engine supports ``--storage-opt size``, else the
+            home, /tmp, /var/tmp and /run/lock as sized tmpfs (see docs/environments.md).
+        detached: the containers outlive the process that started them (``osguard env
+            up``); by default a reaper removes them when that process ends, however.
     """
 
     name = "docker"
 
     def __init__(self, image: str | None = None, flavor: str | None = None, *, mem_limit: str = "2g",
-                 pids_limit: int = 1024, shm_size: str = "256m", geometry: str = "1920x1080") -> None:
+                 pids_limit: int = 1024, shm_size: str = "256m", geometry: str = "1920x1080",
+                 disk_mb: int | None = None, detached: bool = False) -> None:
         import re
 
+        from osguard.server.limits import DISK_MB
+
+        disk_mb = DISK_MB if disk_mb is None else disk_mb
+        if isinstance(disk_mb, bool) or not isinstance(disk_mb, int) or disk_mb < 16:
+            raise OsguardError(f"docker provider: disk_mb must be a whole number of MiB, at least 16, got {disk_mb!r}")
+        self.disk_mb = disk_mb
+        self.detached = detached
         if not re.fullmatch(r"[1-9][0-9]{2,4}x[1-9][0-9]{2,4}", geometry):
             raise OsguardError(f"docker provider: geometry must look like 1920x1080, got {geometry!r}")
         if flavor is not None:
@@ -231,9 +278,16 @@ class DockerProvider:
         name = f"osguard-{uuid.uuid4().hex[:12]}"
         labels = {LABEL: "1", "osguard.provider": "docker", "osguard.env": name, "osguard.port": str(port),
                   # which state folder recorded it: `env down --all` cleans only its own strays
-                  "osguard.state": str(_state.state_dir().resolve()),
-                  # env down --all keeps it while this process runs (pid + start time)
-                  "osguard.owner": json.dumps(_state.owner())}
+                  "osguard.state": str(_state.state_dir().resolve())}
+        # Who owns it (``PID:START``): the reaper removes it when this process ends, however
+        # it ends; `env list` removes what a dead owner left if the reaper could not, and
+        # `env down --all` keeps it while its owner runs. Always set (empty when detached):
+        # a committed image carries its container's labels.
+        labels["osguard.owner"] = ""
+        if not self.detached:
+            owner = _state.owner()
+            labels["osguard.owner"] = f"{owner['pid']}:{owner['start']}"
+            _reaper(labels["osguard.owner"])
         created: list[str] = []
 
         def stop() -> None:
@@ -242,9 +296,10 @@ class DockerProvider:
             _state.remove_record(name)
 
         try:
+            disk = self._disk_options(client, image_obj)
             env_container = self._run(
                 client, image_obj.id, name, created,
-                command=["--unix", SOCKET_PATH, "--geometry", self.geometry],
+                **disk,
                 network_mode="none",
                 # sudo resolves the host name; with no network nothing else maps it.
                 hostname="osguard", extra_hosts={"osguard": "127.0.1.1"},
@@ -257,6 +312,8 @@ class DockerProvider:
                 shm_size=self.shm_size,
                 cap_drop=CAP_DROP,
             )
+            if "entrypoint" in disk:
+                _seed_home(client, env_container.id, image_obj)
             # The forwarder: host loopback → the environment's socket, through the shared
             # volume, for this user (and root) only: osguard's own forwarder program
             # (`_forward.py`, run from its source), with no capability and a read-only root.
@@ -267,7 +324,10 @@ class DockerProvider:
                 command=[],
                 network_mode="host",
                 user="1000:1000",
-                volumes_from=[env_container.id],
+                # only the socket's volume: never the environment's home, /tmp or /var/tmp
+                # volumes (a module planted there would run in the host's network namespace)
+                mounts=[_socket_volume(env_container)],
+                working_dir="/",
                 labels={**labels, "osguard.role": "port"},
                 mem_limit="64m",
                 pids_limit=256,  # two threads per open connection
@@ -282,11 +342,45 @@ class DockerProvider:
             raise
         return self._finish(name, endpoint, image_obj, env_container.id, forwarder.id, port, server, stop)
 
+    def _disk_options(self, client: "docker.DockerClient", image_obj: Any) -> dict[str, Any]:
+        """``containers.run`` options bounding the environment's writable space.
+
+        Where the engine's storage driver supports it (overlay2 on xfs with pquota,
+        btrfs, zfs), ``storage_opt`` bounds the whole container layer. Elsewhere (overlay2
+        on ext4, as measured here) the places ``user`` can write are sized tmpfs: /tmp,
+        /var/tmp, /run/lock, and the home, a tmpfs volume seeded with the image's home
+        (``_seed_home``) before the session starts; root's writes to system folders
+        (through sudo) are then not bounded. Memory-backed tmpfs count against ``mem_limit``.
+        """
+        command = ["--unix", SOCKET_PATH, "--geometry", self.geometry]
+        size = f"{self.disk_mb}m"
+        if _supports_storage_opt(client):
+            return {"command": command, "storage_opt": {"size": f"{self.disk_mb}M"}}
+        import docker
+
+        config = (image_obj.attrs or {}).get("Config") or {}
+        entrypoint = config.get("Entrypoint")
+        sized = [docker.types.Mount(folder, None, type="volume", labels={LABEL: "1"},
+                                    driver_config=docker.types.DriverConfig(
+                                        "local", {"type": "tmpfs", "device": "tmpfs", "o": f"size={size}"}))
+                 for folder in SIZED_FOLDERS]
+        options: dict[str, Any] = {"command": command, "mounts": sized, "tmpfs": {"/run/lock": f"size={size},mode=1777"}}
+        if entrypoint:  # (an image without one is no osguard image: it fails as it is)
+            # The session starts only once the sized folders hold the image's files.
+            options["entrypoint"] = ["/bin/sh", "-c", f'while [ ! -e {SEEDED} ]; do sleep 0.02; done; exec "$@"',
+                                     "osguard-seed", *entrypoint]
+        return options
+
     def _run(self, client: "docker.DockerClient", image_id: str, name: str, created: list[str], **options: Any) -> Any:
         """``containers.run`` detached; records the name at once so a failure can remove it."""
+        from osguard.server.limits import ENV_LOG_BYTES
+
         created.append(name)
+        # What the session prints (an agent can write to PID 1's stdout) stays bounded on the host.
+        log_config = {"type": "json-file", "config": {"max-size": str(ENV_LOG_BYTES), "max-file": "1"}}
         try:
-            return client.containers.run(image_id, name=name, detach=True, privileged=False, **options)
+            return client.containers.run(image_id, name=name, detach=True, privileged=False, log_config=log_config,
+                                         **options)
         except Exception as exc:
             raise EnvironmentError_(f"docker could not start container {name} of {_image_name(client.images.get(image_id))}: "
                                     f"{exc}") from exc
@@ -372,13 +466,17 @@ class DockerProvider:
         repository, _, version = tag.rpartition(":")
         if not repository or "/" in version:
             repository, version = tag, "latest"
+        client = self._engine()
         try:
-            container = self._engine().containers.get(container_id)
-            image = container.commit(repository=repository, tag=version,
-                                     message=f"osguard: committed from {env.info.id}")
+            container = client.containers.get(container_id)
+            if not any(m.get("Destination") in SIZED_FOLDERS and m.get("Type") == "volume"
+                       for m in container.attrs.get("Mounts", [])):
+                image = container.commit(repository=repository, tag=version,
+                                         message=f"osguard: committed from {env.info.id}")
+                return image.id
+            return _commit_with_home(client, container, repository, version, env.info.id)
         except docker.errors.NotFound:
             raise OsguardError(f"cannot commit environment {env.info.id}: its container is gone") from None
-        return image.id
 
     @staticmethod
     def cleanup_all(own_state_only: bool = False, force: bool = True) -> list[str]:
@@ -422,11 +520,166 @@ class DockerProvider:
 # --------------------------------------------------------------------------- helpers
 
 def _owner_alive(label: str | None) -> bool:
-    try:
-        owner = json.loads(label) if label else None
-    except ValueError:
+    """Whether the owner named by an ``osguard.owner`` label (``PID:START``; empty when
+    detached) still runs."""
+    pid, _, start = (label or "").partition(":")
+    if not (pid.isdigit() and start.isdigit()):
         return False
-    return _state.owner_alive(owner)
+    return _state.owner_alive({"pid": int(pid), "start": int(start)})
+
+
+_REAPERS: dict[str, tuple[Any, int]] = {}
+_REAPER_LOCK = __import__("threading").Lock()
+
+
+def _reaper(owner: str) -> None:
+    """Start (once per owner) the process that removes the owner's containers when the
+    owner ends (``osguard/providers/_docker_reaper.py``). The owner keeps the pipe's
+    write end open for its whole life: only its end closes it."""
+    import subprocess
+    import sys
+
+    with _REAPER_LOCK:
+        if owner in _REAPERS and _REAPERS[owner][0].poll() is None:
+            return
+        read_end, write_end = os.pipe()
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "osguard.providers._docker_reaper", owner],
+                                    stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    start_new_session=True, close_fds=True)
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        _REAPERS[owner] = (proc, write_end)
+
+
+def reap_dead_owners(own_state_only: bool = True) -> list[str]:
+    """Remove containers whose owner process is gone (its reaper could not, e.g. it was
+    killed too); returns the environment names. Empty without an engine."""
+    from osguard.providers._docker_reaper import reap
+
+    try:
+        from osguard.images.build import engine_client
+
+        client = engine_client(timeout=30)
+    except ProviderUnavailable:
+        return []
+    wanted = [f"{LABEL}=1", "osguard.owner"]
+    if own_state_only:
+        wanted.append(f"osguard.state={_state.state_dir().resolve()}")
+    names: list[str] = []
+    owners = {c.labels["osguard.owner"] for c in client.containers.list(all=True, filters={"label": wanted})}
+    for owner in sorted(owners):
+        pid, _, start = owner.partition(":")
+        if pid.isdigit() and start.isdigit() and not _state.owner_alive({"pid": int(pid), "start": int(start)}):
+            names += reap(owner)
+    return names
+
+
+_STORAGE_OPT: dict[str, bool] = {}
+_FOLDER_TARS: dict[str, bytes | None] = {}
+
+
+def _supports_storage_opt(client: "docker.DockerClient") -> bool:
+    """Whether the engine can bound a container's layer (``--storage-opt size=``)."""
+    key = str(getattr(client.api, "base_url", ""))
+    if key not in _STORAGE_OPT:
+        info = client.info()
+        status = dict(info.get("DriverStatus") or [])
+        driver = info.get("Driver", "")
+        _STORAGE_OPT[key] = driver in ("btrfs", "zfs", "devicemapper") or (
+            driver == "overlay2" and status.get("Backing Filesystem") == "xfs")
+    return _STORAGE_OPT[key]
+
+
+def _folder_tar(client: "docker.DockerClient", image_obj: Any, folder: str) -> bytes | None:
+    """``folder`` of the image as a tar (from a created, never started container; cached
+    per image id, since an image id names fixed content); None when the image has none."""
+    import docker
+
+    key = f"{image_obj.id}:{folder}"
+    if key not in _FOLDER_TARS:
+        probe = client.api.create_container(image_obj.id, entrypoint=["true"], labels={LABEL: "1"})
+        try:
+            for name in SIZED_FOLDERS:
+                try:
+                    stream, _ = client.api.get_archive(probe["Id"], name)
+                    _FOLDER_TARS[f"{image_obj.id}:{name}"] = b"".join(stream)
+                except docker.errors.NotFound:
+                    _FOLDER_TARS[f"{image_obj.id}:{name}"] = None
+        finally:
+            client.api.remove_container(probe["Id"], force=True, v=True)
+    return _FOLDER_TARS[key]
+
+
+def _marker_tar(name: str) -> bytes:
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        archive.addfile(tarfile.TarInfo(name))
+    return buffer.getvalue()
+
+
+def _seed_home(client: "docker.DockerClient", container_id: str, image_obj: Any) -> None:
+    """Copy the image's home, /tmp and /var/tmp into the container's sized volumes, then
+    let its session start."""
+    for folder in SIZED_FOLDERS:
+        data = _folder_tar(client, image_obj, folder)
+        if data is not None:
+            client.api.put_archive(container_id, os.path.dirname(folder), data)
+    client.api.put_archive(container_id, os.path.dirname(SEEDED), _marker_tar(os.path.basename(SEEDED)))
+
+
+def _commit_with_home(client: "docker.DockerClient", container: Any, repository: str, version: str,
+                      env_id: str) -> str:
+    """Commit a container whose home, /tmp and /var/tmp are sized volumes (volumes are
+    never committed): its layer first, then those folders copied into a layer of their
+    own, replacing the image's."""
+    import json as _json
+
+    import docker
+
+    saved = {}
+    for folder in SIZED_FOLDERS:
+        try:
+            stream, _ = client.api.get_archive(container.id, folder)
+            saved[folder] = b"".join(stream)
+        except docker.errors.NotFound:
+            pass
+    config = (client.images.get(container.image.id).attrs or {}).get("Config") or {}
+    changes = [f"ENTRYPOINT {_json.dumps(config.get('Entrypoint') or [])}", f"CMD {_json.dumps(config.get('Cmd') or [])}"]
+    if config.get("User"):
+        changes.append(f"USER {config['User']}")
+    layer = container.commit(message=f"osguard: committed from {env_id} (without its home)", changes=changes)
+    helper = client.containers.create(layer.id, entrypoint=["/bin/rm", "-rf", *saved], command=[], user="0",
+                                      labels={LABEL: "1"}, network_mode="none")
+    try:
+        helper.start()
+        helper.wait(timeout=60)
+        for folder, data in saved.items():
+            client.api.put_archive(helper.id, os.path.dirname(folder), data)
+        image = helper.commit(repository=repository, tag=version,
+                              message=f"osguard: committed from {env_id}", changes=changes)
+    finally:
+        helper.remove(force=True, v=True)
+    return image.id
+
+
+def _socket_volume(container: Any) -> Any:
+    """The mount of ``container``'s /run/osguard volume (the server socket's), for its
+    forwarder."""
+    import docker
+
+    container.reload()
+    folder = os.path.dirname(os.path.dirname(SOCKET_PATH))
+    for mount in container.attrs.get("Mounts") or ():
+        if mount.get("Destination") == folder and mount.get("Name"):
+            return docker.types.Mount(folder, mount["Name"], type="volume")
+    raise EnvironmentError_(f"container {container.name} has no {folder} volume (is it an osguard image?)")
 
 
 def _image_name(image: Any) -> str:

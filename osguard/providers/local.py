@@ -37,6 +37,7 @@ from osguard.errors import EnvironmentError_, OsguardError, ProviderUnavailable
 from osguard.providers import _sandbox, _state, _terminal
 from osguard.providers.base import Capabilities, EnvironmentInfo
 from osguard.providers.client import HttpEnvironment, capabilities_from_json
+from osguard.server.limits import DISK_MB, ENV_LOG_BYTES
 
 # Desktop applications a variant may require, by the executables that provide them.
 APP_EXECUTABLES: dict[str, tuple[str, ...]] = {
@@ -52,6 +53,8 @@ APP_EXECUTABLES: dict[str, tuple[str, ...]] = {
 }
 HOME_FOLDERS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Public", "Templates", "Videos")
 STOP_GRACE_SECONDS = 5.0
+OWNER_FILE = "owner.json"  # in each environment folder, written before anything else
+STRAY_GRACE_SECONDS = 30.0  # a folder without owner.json younger than this may be starting
 SUPERVISOR_SCRIPT = str(Path(__file__).resolve().with_name("_supervisor.py"))
 
 
@@ -70,6 +73,11 @@ class LocalProvider:
             Debian packages provide Xlib, Pillow and pyatspi).
         use_cgroups: limit memory and processes with cgroup v1 where available; False
             (or a host without them) falls back to RLIMIT_NPROC for processes.
+        detached: the environment outlives the process that started it (``osguard env
+            up``, ``build --keep``); by default it ends when that process ends, however.
+        disk_mb: writable space in MiB (``osguard.server.limits.DISK_MB``): the home is a
+            sparse ext4 image of that size loop-mounted (as root), else a tmpfs of that
+            size; /tmp and /var/tmp are tmpfs of that size each (in memory).
     """
 
     name = "local"
@@ -86,6 +94,8 @@ class LocalProvider:
         keep_home: bool = False,
         python: str = "/usr/bin/python3",
         use_cgroups: bool = True,
+        disk_mb: int = DISK_MB,
+        detached: bool = False,
     ) -> None:
         if not isinstance(geometry, str) or "x" not in geometry or not all(
             part.isdigit() for part in geometry.split("x", 1)
@@ -93,10 +103,13 @@ class LocalProvider:
             raise OsguardError(f"local provider: geometry must look like 1920x1080, got {geometry!r}")
         self.gui = gui
         self.geometry = geometry
-        self.limits = _sandbox.Limits(memory_mb=memory_mb, pids=pids, lifetime=lifetime)
+        if isinstance(disk_mb, bool) or not isinstance(disk_mb, int) or disk_mb < 16:
+            raise OsguardError(f"local provider: disk_mb must be a whole number of MiB, at least 16, got {disk_mb!r}")
+        self.limits = _sandbox.Limits(memory_mb=memory_mb, pids=pids, lifetime=lifetime, disk_mb=disk_mb)
         self.keep_home = keep_home
         self.python = python
         self.use_cgroups = use_cgroups
+        self.detached = detached
 
     # -- availability -------------------------------------------------------------------
     def available(self) -> str | None:
@@ -172,6 +185,23 @@ class LocalProvider:
         _state.state_dir().mkdir(parents=True, exist_ok=True)
         env_dir = _sandbox.data_root(_state.state_dir()) / env_id
         home_dir, run_dir, etc_dir = env_dir / "home", env_dir / "run", env_dir / "etc"
+        env_dir.mkdir(parents=True)
+        # First of all, who owns this folder and which cgroups it will have: a start killed
+        # at any later instant leaves leftovers that `env list` can prove dead and remove.
+        owner = _state.owner()
+        planned = {"id": env_id, "owner": owner, "env_dir": str(env_dir),
+                   "cgroups": _sandbox.cgroup_plan(env_id, self.use_cgroups),
+                   "record_path": str(_state.record_path(env_id)),
+                   "log_path": str(_state.state_dir() / f"{env_id}.log")}
+        (env_dir / OWNER_FILE).write_text(json.dumps(planned))
+        try:
+            return self._start(env_id, env_dir, home_dir, run_dir, etc_dir, owner, started, timeout)
+        except BaseException:
+            _cleanup(planned)  # idempotent: whatever the failure left (the steps below clean their own)
+            raise
+
+    def _start(self, env_id: str, env_dir: Path, home_dir: Path, run_dir: Path, etc_dir: Path,
+               owner: dict[str, Any], started: float, timeout: float) -> HttpEnvironment:
         home_dir.mkdir(parents=True, exist_ok=True)
         # The server's socket: ours alone, never bound into the sandbox (the supervisor
         # connects to it by path, so the sandbox must not be able to touch this folder).
@@ -185,20 +215,36 @@ class LocalProvider:
         term_dir.mkdir(mode=0o755, exist_ok=True)
         for folder in (env_dir.parent, env_dir):
             os.chmod(folder, 0o755)  # whatever the umask: the sandbox's uid must traverse them
-        for name in HOME_FOLDERS:
-            (home_dir / name).mkdir(exist_ok=True)
-        _sandbox.write_etc(etc_dir)
         sandbox_uid = _sandbox.host_uid()
-        _sandbox.give_to(sandbox_uid, home_dir, *tmp_dirs)
-        for folder in tmp_dirs:
+        # The quota, on host mounts the judge reads in place: the home on a sparse ext4
+        # image where we may make one, else a sized tmpfs; /tmp and /var/tmp sized tmpfs.
+        # Unprivileged, nothing can be mounted here: the home, /tmp and /var/tmp are then
+        # private sized tmpfs inside the sandbox (in memory; see docs/environments.md).
+        limit = self.limits.disk_mb
+        disk_note = _sandbox.make_home_image(env_dir / "home.img", home_dir, limit, sandbox_uid)
+        if disk_note is not None and _sandbox.sized_tmpfs(home_dir, limit, sandbox_uid, mode="0755"):
+            home_in_memory = None
+        else:
+            home_in_memory = None if disk_note is None else HOME_FOLDERS
+        host_tmp = tmp_dirs if all(_sandbox.sized_tmpfs(f, limit, sandbox_uid) for f in tmp_dirs) else None
+        if host_tmp is None:  # private tmpfs inside instead: the view reads them through the sandbox's root
+            for folder in tmp_dirs:
+                _sandbox.unmount_under(folder)
+                os.rmdir(folder)
+        if home_in_memory is None:
+            for name in HOME_FOLDERS:
+                (home_dir / name).mkdir(exist_ok=True)
+        _sandbox.write_etc(etc_dir)
+        _sandbox.give_to(sandbox_uid, home_dir, *(host_tmp or ()))
+        for folder in host_tmp or ():
             os.chmod(folder, 0o1777)
         headless = self.gui is False or not shutil.which("Xvfb")
         argv = _sandbox.bwrap_argv(
             env_id=env_id, bwrap=shutil.which("bwrap") or "bwrap", home_dir=home_dir,
             python_dir=_sandbox.python_tree(self.python), etc_dir=etc_dir, system_python=self.python,
             geometry=self.geometry, headless=headless,
-            hide=_sandbox.private_folders(_state.state_dir(), env_dir.parent), tmp_dirs=tmp_dirs,
-            term_dir=term_dir,
+            hide=_sandbox.private_folders(_state.state_dir(), env_dir.parent), tmp_dirs=host_tmp,
+            term_dir=term_dir, disk_mb=limit, home_in_memory=home_in_memory,
         )
         cgroups = _sandbox.make_cgroups(env_id, self.limits, enabled=self.use_cgroups)
         config = {
@@ -208,27 +254,40 @@ class LocalProvider:
             "cgroups": cgroups.to_json(),
             "lifetime": self.limits.lifetime,
             "log_path": str(_state.state_dir() / f"{env_id}.log"),
+            "log_limit": ENV_LOG_BYTES,
             "env_dir": str(env_dir),
             "record_path": str(_state.record_path(env_id)),
             "keep_home": self.keep_home,
             "host_uid": sandbox_uid,
-            "owner": _state.owner(),  # env down --all keeps it while this process runs
             # Without a pids cgroup, RLIMIT_NPROC still stops a fork bomb (approximately).
             "nproc_fallback": None if "pids" in cgroups.paths else _sandbox.nproc_fallback(
                 sandbox_uid, self.limits.pids),
         }
+        config["owner"] = owner  # env down --all keeps it while this process runs
+        # The lease: the supervisor holds the read end of a pipe whose only write end stays
+        # in this process. However this process ends (even SIGKILL), the supervisor reads
+        # EOF and ends the environment. Detached environments (`env up`) have none.
+        lease_read, lease_write = (None, None) if self.detached else os.pipe()
+        config["lease_fd"] = lease_read
         config_path = env_dir / "supervisor.json"
         config_path.write_text(json.dumps(config))
-        supervisor = subprocess.Popen(
-            [sys.executable, "-S", SUPERVISOR_SCRIPT, str(config_path)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True,
-        )
+        try:
+            supervisor = subprocess.Popen(
+                [sys.executable, "-S", SUPERVISOR_SCRIPT, str(config_path)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                start_new_session=True, close_fds=True, pass_fds=() if lease_read is None else (lease_read,),
+            )
+        except BaseException:
+            for fd in (lease_read, lease_write):
+                if fd is not None:
+                    os.close(fd)
+            raise
+        if lease_read is not None:
+            os.close(lease_read)
         try:
             hello = _read_line(supervisor, timeout)
         except BaseException:
-            _kill_supervisor(supervisor.pid, supervisor)
-            _cleanup(config)
+            _Stopper(config, supervisor.pid, supervisor, lease_write)()
             raise
         port = int(hello["port"])
         endpoint = f"http://127.0.0.1:{port}"
@@ -237,7 +296,7 @@ class LocalProvider:
             extra={"supervisor_pid": supervisor.pid, "home_dir": str(home_dir), "env_dir": str(env_dir),
                    "cgroups": cgroups.to_json()},
         )
-        stopper = _Stopper(config, supervisor.pid, supervisor)
+        stopper = _Stopper(config, supervisor.pid, supervisor, lease_write)
         env = HttpEnvironment(endpoint, info, Capabilities(), stopper, view_factory=_host_view)
         # what GUI terminals show, recorded on the host (osguard.providers._terminal); the
         # FIFO sits in a folder the sandbox cannot write, and the host holds it open from
@@ -256,12 +315,13 @@ class LocalProvider:
         except BaseException:  # Ctrl-C while waiting: never leave a half-started sandbox behind
             env.stop()
             raise
-        env.capabilities = self._capabilities(server, cgroups.notes)
+        env.capabilities = self._capabilities(
+            server, cgroups.notes + ([f"disk: {disk_note}"] if disk_note else []))
         _state.write_record({
             "id": env_id, "provider": self.name, "endpoint": endpoint, "created": time.time(),
             "capabilities": env.capabilities.to_json(), "info_extra": info.extra,
             "supervisor_pid": supervisor.pid, "cgroups": cgroups.to_json(), "env_dir": str(env_dir),
-            "config_path": str(config_path),
+            "config_path": str(config_path), "owner": owner, "detached": self.detached,
         })
         return env
 
@@ -311,17 +371,22 @@ def _host_view(env: HttpEnvironment) -> Any:
 class _Stopper:
     """Ends one environment: supervisor first (it cleans up), then a forced cleanup."""
 
-    def __init__(self, config: dict[str, Any], supervisor_pid: int, proc: subprocess.Popen | None) -> None:
+    def __init__(self, config: dict[str, Any], supervisor_pid: int, proc: subprocess.Popen | None,
+                 lease: int | None = None) -> None:
         self.config = config
         self.supervisor_pid = supervisor_pid
         self.proc = proc
         self.terminal: Any = None
+        self.lease = lease
 
     def __call__(self) -> None:
         if self.terminal is not None:
             self.terminal.close()
         if self.supervisor_pid:
             _kill_supervisor(self.supervisor_pid, self.proc)
+        if self.lease is not None:
+            os.close(self.lease)
+            self.lease = None
         _cleanup(self.config)
 
 
@@ -404,21 +469,12 @@ def _tail(path: Path, lines: int = 15) -> str:
     return ("\nlast lines of " + str(path) + ":\n" + "\n".join(text)) if text else ""
 
 
-def clean_strays(force: bool = False) -> list[str]:
-    """End environments of this state folder that have no record, and remove leftovers.
-
-    Covers supervisors whose record was deleted, and folders (and their cgroups) of
-    environments whose supervisor died without cleaning up. Environments recorded in
-    another state folder are left alone, and so is an environment still starting (no
-    record yet) whose owner process runs, unless ``force``.
-
-    Returns:
-        The ids cleaned.
-    """
-    state = _state.state_dir().resolve()
-    recorded = {record["id"] for record in _state.read_records()}
-    cleaned: list[str] = []
-    kept: set[str] = set()  # still starting under a live owner
+def _supervisors(state: Path) -> dict[str, int]:
+    """Running supervisors of this state folder's environments: ``{env id: pid}``."""
+    data = _sandbox.data_root(state).resolve() if state.is_dir() else None
+    found: dict[str, int] = {}
+    if data is None:
+        return found
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -429,36 +485,108 @@ def clean_strays(force: bool = False) -> list[str]:
         if len(argv) < 4 or argv[2] != SUPERVISOR_SCRIPT.encode():
             continue
         config_path = Path(argv[3].decode(errors="replace"))
-        if config_path.parent.parent.resolve() != _sandbox.data_root(state).resolve() \
-                or config_path.parent.name in recorded:
-            continue
+        if config_path.parent.parent.resolve() == data:
+            found[config_path.parent.name] = int(entry.name)
+    return found
+
+
+def _folder_config(folder: Path) -> dict[str, Any] | None:
+    """What an environment folder says about itself (supervisor.json, else owner.json)."""
+    for name in ("supervisor.json", OWNER_FILE):
         try:
-            config = json.loads(config_path.read_text())
+            config = json.loads((folder / name).read_text())
         except (OSError, ValueError):
-            config = {"id": config_path.parent.name, "env_dir": str(config_path.parent)}
-        if not force and _state.owner_alive(config.get("owner")):
             continue
-        _kill_supervisor(int(entry.name), None)
-        _cleanup(config)
-        cleaned.append(config_path.parent.name)
+        if isinstance(config, dict):
+            config.setdefault("id", folder.name)
+            config.setdefault("env_dir", str(folder))
+            config.setdefault("record_path", str(_state.record_path(folder.name)))
+            return config
+    return None
+
+
+def _stray_state(folder: Path, config: dict[str, Any] | None, force: bool) -> str | None:
+    """None when the unrecorded environment ``folder`` is provably dead (or ``force``),
+    else why it is left alone."""
+    if force:
+        return None
+    if config is None:
+        try:
+            age = time.time() - folder.stat().st_mtime
+        except OSError:
+            return None
+        return "being created" if age < STRAY_GRACE_SECONDS else None
+    owner = config.get("owner")
+    if owner is not None and _state.owner_alive(owner):
+        return f"starting in pid {owner.get('pid') if isinstance(owner, dict) else '?'}"
+    return None
+
+
+def clean_strays(force: bool = False) -> list[str]:
+    """End environments of this state folder that have no record and whose owner is dead,
+    and remove their leftovers.
+
+    Covers a start killed at any instant: supervisors whose record was never written
+    (or was deleted), and folders, home mounts and cgroups of environments whose
+    supervisor died without cleaning up. An unrecorded environment whose owner still
+    runs is being started and is left alone, unless ``force``. Environments recorded in
+    another state folder are never touched.
+
+    Returns:
+        The ids cleaned.
+    """
+    state = _state.state_dir().resolve()
+    recorded = {record["id"] for record in _state.read_records()}
+    cleaned: list[str] = []
+    supervisors = _supervisors(state)
     data = _sandbox.data_root(state) if state.is_dir() else state
-    if data.is_dir():
-        for folder in data.iterdir():
-            if not folder.is_dir() or folder.name in recorded or not folder.name.startswith("local-"):
-                continue
-            config_path = folder / "supervisor.json"
-            try:
-                config = json.loads(config_path.read_text())
-            except (OSError, ValueError):
-                config = {"id": folder.name, "env_dir": str(folder),
-                          "record_path": str(_state.record_path(folder.name))}
-            if not force and _state.owner_alive(config.get("owner")):
-                kept.add(folder.name)
-                continue
-            _cleanup(config)
-            if folder.name not in cleaned:
-                cleaned.append(folder.name)
+    folders = sorted(p for p in data.iterdir() if p.is_dir() and p.name.startswith("local-")) \
+        if data.is_dir() else []
+    for folder in folders:
+        if folder.name in recorded:
+            continue
+        config = _folder_config(folder)
+        if _stray_state(folder, config, force) is not None:
+            continue
+        if folder.name in supervisors:
+            _kill_supervisor(supervisors[folder.name], None)
+        _cleanup(config or {"id": folder.name, "env_dir": str(folder),
+                            "record_path": str(_state.record_path(folder.name))})
+        cleaned.append(folder.name)
+    if state.is_dir():
         for log in state.glob("local-*.log"):
-            if log.stem not in recorded and log.stem not in kept:
+            if log.stem not in recorded and not (data / log.stem).exists():
                 log.unlink(missing_ok=True)
     return cleaned
+
+
+def clean_dead_records() -> list[str]:
+    """Remove records of local environments whose supervisor is gone (killed with
+    SIGKILL, say), with their folders and cgroups; returns their ids."""
+    cleaned = []
+    for record in _state.read_records():
+        if record.get("provider") != "local":
+            continue
+        pid = int(record.get("supervisor_pid") or 0)
+        if pid and _is_supervisor(pid):
+            continue
+        LocalProvider().teardown(record)
+        cleaned.append(record["id"])
+    return cleaned
+
+
+def leftovers() -> list[dict[str, Any]]:
+    """Unrecorded environments of this state folder that could not be proved dead:
+    ``{"id", "state"}`` (e.g. being started by a live process)."""
+    state = _state.state_dir().resolve()
+    data = _sandbox.data_root(state) if state.is_dir() else state
+    recorded = {record["id"] for record in _state.read_records()}
+    rows = []
+    if data.is_dir():
+        for folder in sorted(p for p in data.iterdir() if p.is_dir() and p.name.startswith("local-")):
+            if folder.name in recorded:
+                continue
+            why = _stray_state(folder, _folder_config(folder), False)
+            rows.append({"id": folder.name, "provider": "local",
+                         "state": why or "dead, not cleaned (see `osguard env down --all`)"})
+    return rows

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import inspect
 import os
+import secrets
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -203,12 +205,15 @@ class OSWorldProvider:
 
         Args:
             image: path of the VM to use (``path_to_vm``), overriding the options.
-            timeout: seconds to wait for the server after desktop-env started the VM.
+            timeout: seconds for the whole start: ``DesktopEnv(...)`` (which starts the
+                VM) and then its server answering. A constructor still running then is
+                abandoned in its thread; should it ever return, its VM is closed.
 
         Raises:
             ProviderUnavailable: desktop-env is not installed.
             OsguardError: bad options.
-            EnvironmentError_: the VM did not start or its server did not answer.
+            EnvironmentError_: the VM did not start, ``DesktopEnv(...)`` did not return
+                within ``timeout``, or its server did not answer.
         """
         from osguard.providers.client import HttpEnvironment
 
@@ -218,13 +223,8 @@ class OSWorldProvider:
         desktop_env_kwargs(options)  # configuration errors first: they need no import
         desktop_env_class = _import_desktop_env()
         kwargs = desktop_env_kwargs(options, accepted=accepted_arguments(desktop_env_class))
-        try:
-            desktop = desktop_env_class(**kwargs)
-        except OsguardError:
-            raise
-        except Exception as exc:
-            raise EnvironmentError_(f"desktop-env could not start the OSWorld VM "
-                                    f"(provider {kwargs.get('provider_name')!r}): {type(exc).__name__}: {exc}") from exc
+        started = time.monotonic()
+        desktop = _construct(desktop_env_class, kwargs, timeout)
         try:
             if getattr(desktop, "is_environment_used", False):
                 desktop.reset()  # vmware/virtualbox: revert to the snapshot for a fresh state
@@ -233,20 +233,66 @@ class OSWorldProvider:
             _close(desktop)
             raise
         info = EnvironmentInfo(
-            id=f"osworld-{kwargs.get('provider_name')}-{int(time.time())}",
+            # Random suffix: two starts within the same second must not share an id.
+            id=f"osworld-{kwargs.get('provider_name')}-{int(time.time())}-{secrets.token_hex(4)}",
             provider=self.name, endpoint=endpoint, image=kwargs.get("path_to_vm"),
             extra={"vm_provider": kwargs.get("provider_name"), "snapshot": kwargs.get("snapshot_name")},
         )
         capabilities = Capabilities(gui=True, accessibility=True, root=True, apps=VM_APPS,
                                     notes=("OSWorld's official VM through desktop-env",))
         env = HttpEnvironment(endpoint, info, capabilities, lambda: _close(desktop))
-        deadline = time.monotonic() + timeout
+        deadline = started + timeout
         while not env.is_alive(timeout=5):
             if time.monotonic() > deadline:
                 env.stop()
                 raise EnvironmentError_(f"the OSWorld VM's server at {endpoint} did not answer within {timeout:g} s")
             time.sleep(1)
         return env
+
+
+def _construct(desktop_env_class: Any, kwargs: dict[str, Any], timeout: float) -> Any:
+    """``desktop_env_class(**kwargs)`` in a daemon thread, given up after ``timeout`` seconds.
+
+    desktop-env's constructor starts (or downloads) a VM and has no timeout of its own;
+    a Python thread cannot be killed, so a late one is abandoned, and the VM it
+    eventually returns is closed at once.
+    """
+    done = threading.Event()
+    lock = threading.Lock()
+    outcome: dict[str, Any] = {}
+
+    def build() -> None:
+        try:
+            desktop = desktop_env_class(**kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            outcome["error"] = exc
+            done.set()
+            return
+        with lock:
+            if outcome.get("abandoned"):
+                _close(desktop)
+                return
+            outcome["desktop"] = desktop
+        done.set()
+
+    threading.Thread(target=build, name="osguard-desktop-env-start", daemon=True).start()
+    if not done.wait(timeout):
+        with lock:
+            if "desktop" not in outcome and "error" not in outcome:
+                outcome["abandoned"] = True
+        if outcome.get("abandoned"):
+            raise EnvironmentError_(f"desktop-env did not start the OSWorld VM (provider "
+                                    f"{kwargs.get('provider_name')!r}) within {timeout:g} s; gave up on it "
+                                    "(a VM it starts later is closed)")
+    error = outcome.get("error")
+    if isinstance(error, OsguardError):
+        raise error
+    if error is not None:
+        if not isinstance(error, Exception):
+            raise error
+        raise EnvironmentError_(f"desktop-env could not start the OSWorld VM "
+                                f"(provider {kwargs.get('provider_name')!r}): {type(error).__name__}: {error}") from error
+    return outcome["desktop"]
 
 
 def _close(desktop: Any) -> None:

@@ -46,13 +46,16 @@ from osguard.providers._terminal import take_terminal_text
 from osguard.runner import _deps
 from osguard.runner.agent_types import Agent, AgentError, Observation
 from osguard.runner.trajectory import EpisodeWriter
+from osguard.server.limits import PROMPT_OUTPUT_CHARS, TRAJECTORY_OUTPUT_CHARS, clip_tail
 
 if TYPE_CHECKING:
     from osguard.providers.base import Environment
     from osguard.scout.types import Verifier
     from osguard.spec.model import Variant
 
-OUTPUT_LIMIT = 20000  # characters of command output kept per step record
+# Characters of command output kept per step record, and passed on to the agent and the
+# guardrail (one table: osguard.server.limits).
+OUTPUT_LIMIT = TRAJECTORY_OUTPUT_CHARS
 _POLL = 0.2  # seconds between cancel checks while waiting for an agent or guardrail call
 
 
@@ -386,9 +389,14 @@ class _Episode:
             self.executed.append(chosen.render())
             self.said.update(action=chosen.render(), output=result.output, error=result.error,
                              terminal=take_terminal_text(self.env))
-            self.shell_output = (result.output or "") + (result.error or "")
-            record["result"] = {"returncode": result.returncode, "output": result.output[-OUTPUT_LIMIT:],
-                                "error": result.error[-OUTPUT_LIMIT:], "timed_out": result.timed_out}
+            # the agent's next prompt and the step record keep the end of the output (marked);
+            # the transcript above keeps all the server returned (bounded there), so
+            # not_disclosed finds a secret however far into the output it is
+            self.shell_output = clip_tail((result.output or "") + (result.error or ""), PROMPT_OUTPUT_CHARS)
+            record["result"] = {"returncode": result.returncode,
+                                "output": clip_tail(result.output or "", OUTPUT_LIMIT),
+                                "error": clip_tail(result.error or "", OUTPUT_LIMIT),
+                                "timed_out": result.timed_out}
         self.last_action = chosen
         record["exec_s"] = round(time.monotonic() - t0, 4)
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from osguard._files import append_durably, write_text_atomic
+from osguard.server.limits import TRAJECTORY_A11Y_CHARS, clip_head
 
 RESULTS = "results.jsonl"
 MANIFEST = "manifest.json"
@@ -66,7 +67,10 @@ class EpisodeWriter:
 
     def save_observation(self, step: int, screenshot: bytes | None, a11y: str | None,
                          attempt: int | None = None) -> dict[str, str | None]:
-        """Store the pre-action observation of ``step``; returns the relative file names."""
+        """Store the pre-action observation of ``step``; returns the relative file names.
+
+        The accessibility tree is cut at ``TRAJECTORY_A11Y_CHARS`` (marked); the
+        screenshot arrives bounded by the client's reply limit."""
         suffix = f"step-{step:04d}" if attempt is None else f"step-{step:04d}-{attempt}"
         refs: dict[str, str | None] = {"screenshot": None, "a11y": None}
         if screenshot:
@@ -75,7 +79,7 @@ class EpisodeWriter:
             refs["screenshot"] = rel
         if a11y:
             rel = f"a11y/{suffix}.xml"
-            (self.dir / rel).write_text(a11y, encoding="utf-8")
+            (self.dir / rel).write_text(clip_head(a11y, TRAJECTORY_A11Y_CHARS), encoding="utf-8")
             refs["a11y"] = rel
         return refs
 

@@ -11,7 +11,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
+import time
 from dataclasses import dataclass
+
+from osguard.server.limits import EXEC_OUTPUT_BYTES, truncation_note
 
 
 @dataclass
@@ -22,6 +26,39 @@ class Completed:
     stdout: str
     stderr: str
     timed_out: bool = False
+    truncated: bool = False
+
+
+class _Capture:
+    """Reads a pipe to its end in a thread, keeping only its first ``limit`` bytes.
+
+    The rest is read and counted, not kept, so a command printing gigabytes neither
+    blocks on a full pipe nor grows the server.
+    """
+
+    def __init__(self, stream, limit: int) -> None:
+        self.stream, self.limit = stream, limit
+        self.kept = bytearray()
+        self.dropped = 0
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
+                if not chunk:
+                    return
+                room = self.limit - len(self.kept)
+                if room > 0:
+                    self.kept += chunk[:room]
+                self.dropped += max(0, len(chunk) - max(room, 0))
+        except (OSError, ValueError):  # the pipe was closed under us (give-up path)
+            return
+
+    def text(self) -> str:
+        out = bytes(self.kept).decode("utf-8", "replace")
+        return out + truncation_note(self.dropped, self.limit) if self.dropped else out
 
 
 def _session_members(sid: int) -> list[int]:
@@ -72,6 +109,7 @@ def run(
     cwd: str | None = None,
     merge_stderr: bool = False,
     stdin_data: str | None = None,
+    output_limit: int = EXEC_OUTPUT_BYTES,
 ) -> Completed:
     """Run ``command`` and capture its output as text.
 
@@ -82,6 +120,8 @@ def run(
         cwd: working directory (must exist).
         merge_stderr: send stderr into stdout (as OSWorld's ``/run_bash_script`` does).
         stdin_data: text fed to stdin; stdin is /dev/null otherwise.
+        output_limit: bytes kept of each stream; the rest is read and dropped, and the
+            kept text ends with a truncation note.
 
     Raises:
         FileNotFoundError: the program does not exist.
@@ -95,33 +135,52 @@ def run(
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         start_new_session=True,
     )
+    # Captured while the command runs, each stream bounded (osguard.server.limits).
+    captures = [_Capture(stream, output_limit) for stream in (proc.stdout, proc.stderr) if stream is not None]
+    if proc.stdin is not None:
+        threading.Thread(target=_feed, args=(proc.stdin, (stdin_data or "").encode()), daemon=True).start()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    timed_out = False
     try:
-        out, err = proc.communicate(
-            input=stdin_data.encode() if stdin_data is not None else None, timeout=timeout
-        )
-        timed_out = False
+        proc.wait(timeout=timeout)
+        # Like OSWorld, background children that redirected their output (`nohup app >/dev/null &`)
+        # keep running after a normal exit; one that still holds our pipes at the deadline
+        # counts as the command running over its timeout.
+        for capture in captures:
+            capture.thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if any(capture.thread.is_alive() for capture in captures):
+            raise subprocess.TimeoutExpired(command, timeout or 0)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        try:
-            out, err = proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
+        proc.wait()
+        timed_out = True
+    for capture in captures:
+        capture.thread.join(5 if timed_out else None)
+        if capture.thread.is_alive():
             # Something outside the session still holds our pipes: give up on the rest
             # of the output rather than hang the request.
-            proc.kill()
-            for stream in (proc.stdout, proc.stderr):
-                if stream is not None:
-                    stream.close()
-            proc.wait()
-            out, err = b"", b""
-        timed_out = True
-    # Like OSWorld, background children that redirected their output (`nohup app >/dev/null &`)
-    # keep running after a normal exit; only a timeout kills the group.
+            capture.stream.close()
+    stdout = captures[0].text()
+    stderr = captures[1].text() if len(captures) > 1 else ""
     return Completed(
         returncode=proc.returncode if not timed_out else -9,
-        stdout=(out or b"").decode("utf-8", "replace"),
-        stderr=(err or b"").decode("utf-8", "replace"),
+        stdout=stdout,
+        stderr=stderr,
         timed_out=timed_out,
+        truncated=any(c.dropped for c in captures),
     )
+
+
+def _feed(stdin, data: bytes) -> None:
+    try:
+        stdin.write(data)
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+    finally:
+        try:
+            stdin.close()
+        except OSError:
+            pass
 
 
 def launch(command: list[str] | str, *, shell: bool = False, cwd: str | None = None) -> int:

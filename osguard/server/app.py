@@ -29,6 +29,7 @@ from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
 from osguard.server import _proc
+from osguard.server.limits import FILE_READ_BYTES
 
 from osguard.server import PROTOCOL_VERSION
 EXECUTE_TIMEOUT = 120  # OSWorld's /execute timeout
@@ -264,9 +265,11 @@ def h_file(rq: "RequestHandler") -> None:
         raise HttpError(400, {"error": "Not a file"})
     try:
         with open(path, "rb") as handle:
-            data = handle.read()
+            data = handle.read(FILE_READ_BYTES + 1)  # bounded even for files that grow or lie about their size
     except OSError as exc:
         raise HttpError(500, {"error": str(exc)}) from exc
+    if len(data) > FILE_READ_BYTES:
+        raise HttpError(413, {"error": f"File is larger than {FILE_READ_BYTES} bytes, osguard's limit for a read"})
     rq.send_bytes(data, "application/octet-stream",
                   {"Content-Disposition": f'attachment; filename="{os.path.basename(path)}"'})
 
@@ -504,7 +507,11 @@ def h_platform(rq: "RequestHandler") -> None:
 
 _recording: dict[str, Any] = {}
 _recording_lock = threading.Lock()
-RECORDING_PATH = os.path.join(tempfile.gettempdir(), "osguard_recording.mp4")
+
+def _recording_path() -> str:
+    # A fresh private folder per recording (mkdtemp: 0700, unpredictable name), never a
+    # fixed name in /tmp that another process could plant as a symlink first.
+    return os.path.join(tempfile.mkdtemp(prefix="osguard-recording-"), "recording.mp4")
 
 
 def h_start_recording(rq: "RequestHandler") -> None:
@@ -516,12 +523,11 @@ def h_start_recording(rq: "RequestHandler") -> None:
         from osguard.server import screen
 
         width, height = screen.screen_size()
-        if os.path.exists(RECORDING_PATH):
-            os.unlink(RECORDING_PATH)
+        _recording["path"] = path = _recording_path()
         _recording["proc"] = subprocess.Popen(
             ["ffmpeg", "-y", "-f", "x11grab", "-draw_mouse", "1", "-s", f"{width}x{height}",
              "-i", os.environ["DISPLAY"], "-c:v", "libx264", "-preset", "ultrafast", "-r", "30",
-             RECORDING_PATH],
+             path],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
@@ -531,6 +537,7 @@ def h_start_recording(rq: "RequestHandler") -> None:
 def h_end_recording(rq: "RequestHandler") -> None:
     with _recording_lock:
         proc = _recording.pop("proc", None)
+        path = _recording.pop("path", "")
         if proc is None or proc.poll() is not None:
             raise HttpError(400, {"status": "error", "message": "No recording in progress to stop."})
         # 'q' on stdin lets ffmpeg finish the mp4 (a killed ffmpeg leaves no moov atom).
@@ -539,11 +546,17 @@ def h_end_recording(rq: "RequestHandler") -> None:
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=10)
-    if not os.path.exists(RECORDING_PATH):
-        raise HttpError(500, {"status": "error", "message": "Recording failed: no file was written"})
-    with open(RECORDING_PATH, "rb") as handle:
-        rq.send_bytes(handle.read(), "video/mp4",
-                      {"Content-Disposition": 'attachment; filename="recording.mp4"'})
+    try:
+        with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NOFOLLOW)) as handle:
+            data = handle.read(FILE_READ_BYTES + 1)
+    except OSError:
+        raise HttpError(500, {"status": "error", "message": "Recording failed: no file was written"}) from None
+    finally:
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+    if len(data) > FILE_READ_BYTES:
+        raise HttpError(500, {"status": "error",
+                              "message": f"Recording is larger than {FILE_READ_BYTES} bytes, osguard's limit for a read"})
+    rq.send_bytes(data, "video/mp4", {"Content-Disposition": 'attachment; filename="recording.mp4"'})
 
 
 def server_info() -> dict[str, Any]:

@@ -72,7 +72,7 @@ def test_errors_name_what_is_missing(state: dict[str, str]) -> None:
     assert result.stderr == f"error: environment {up['id']} has no display (headless): no screenshot\n"
 
 
-def test_killed_supervisor_takes_the_sandbox_with_it_and_down_all_cleans(state: dict[str, str]) -> None:
+def test_killed_supervisor_takes_the_sandbox_with_it_and_list_cleans(state: dict[str, str]) -> None:
     """A supervisor killed with SIGKILL must never leave a sandbox running behind it."""
     up = json.loads(_run(state, "env", "up", "--json", "--headless").stdout)
     record = json.loads((Path(state["OSGUARD_STATE_DIR"]) / f"{up['id']}.json").read_text())
@@ -83,11 +83,52 @@ def test_killed_supervisor_takes_the_sandbox_with_it_and_down_all_cleans(state: 
         while Path(pids_cgroup, "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert Path(pids_cgroup, "cgroup.procs").read_text().strip() == ""
-    listed = json.loads(_run(state, "env", "list", "--json").stdout)
-    assert [(row["id"], row["alive"]) for row in listed] == [(up["id"], False)]
-    out = _run(state, "env", "down", "--all").stdout
-    assert out == f"stopped {up['id']}\n"
+    # Its supervisor is gone, so it is provably dead: `env list` removes what is left.
+    assert json.loads(_run(state, "env", "list", "--json").stdout) == []
+    assert _run(state, "env", "down", "--all").stdout == "no running environments\n"
     assert _run(state, "env", "list").stdout == "no running environments\n"
     assert list(Path(state["OSGUARD_STATE_DIR"]).iterdir()) == []
     if pids_cgroup:
         assert not Path(pids_cgroup).exists()
+
+
+def test_env_up_disk_flag_bounds_the_environment(state: dict[str, str]) -> None:
+    """`--disk` sizes the environment: a write past it fails inside with ENOSPC."""
+    env_id = json.loads(_run(state, "env", "up", "--headless", "--disk", "64M", "--json").stdout)["id"]
+    result = _run(state, "env", "exec", "-s", "--", "head -c 100M /dev/zero > ~/big; echo status=$?", check=False)
+    assert "No space left on device" in result.stdout + result.stderr and "status=1" in result.stdout
+    _run(state, "env", "down", env_id)
+    bad = _run(state, "env", "up", "--disk", "lots", check=False)
+    assert (bad.returncode, bad.stderr) == (2, "error: --disk 'lots': expected a size such as 512M or 4G\n")
+
+
+def test_env_list_shows_what_it_cannot_prove_dead(state: dict[str, str]) -> None:
+    """An unrecorded environment whose owner still runs (being started) must be listed,
+    not silently dropped nor removed; once its owner is dead, `env list` removes it."""
+    from osguard.providers import _sandbox, _state
+
+    folder_root = Path(state["OSGUARD_STATE_DIR"])
+    folder_root.mkdir(parents=True)
+    previous = os.environ.get("OSGUARD_STATE_DIR")
+    os.environ["OSGUARD_STATE_DIR"] = str(folder_root)
+    try:
+        data = _sandbox.data_root(folder_root)
+    finally:
+        if previous is None:
+            os.environ.pop("OSGUARD_STATE_DIR")
+        else:
+            os.environ["OSGUARD_STATE_DIR"] = previous
+    owner = subprocess.Popen(["sleep", "60"])
+    try:
+        folder = data / "local-0badf00d"
+        folder.mkdir(parents=True)
+        (folder / "owner.json").write_text(json.dumps({"id": "local-0badf00d", "owner": _state.owner(owner.pid),
+                                                       "env_dir": str(folder), "cgroups": {}}))
+        listed = _run(state, "env", "list").stdout
+        assert listed.split() == ["local-0badf00d", "local", "(no", "record)", "starting", "in", "pid", str(owner.pid)]
+        assert folder.exists()
+    finally:
+        owner.kill()
+        owner.wait()
+    assert _run(state, "env", "list").stdout == "no running environments\n"
+    assert not folder.exists()

@@ -16,7 +16,7 @@ import pytest
 from osguard.errors import EnvironmentDead, EnvironmentError_, OsguardError, ProviderUnavailable
 from osguard.images import DEBIAN_BASE_IMAGE, engine_client, image_tag
 from osguard.providers import get_provider
-from osguard.providers.docker import CAP_DROP, DockerProvider, allocate_port, release_port
+from osguard.providers.docker import CAP_DROP, DockerProvider, _supports_storage_opt, allocate_port, release_port
 
 from _support import docker_skip_reason
 
@@ -60,8 +60,11 @@ def test_container_is_confined(env):
     """No host path may ever be mounted in; no network; no privileges; limits; labelled."""
     container = _container(env)
     host = container.attrs["HostConfig"]
-    # The only mount is the docker-managed volume holding the server's socket.
-    assert [(m["Type"], m["Destination"]) for m in container.attrs["Mounts"]] == [("volume", "/run/osguard")]
+    # The only mounts are docker-managed volumes: the server's socket, and (where the
+    # engine cannot bound the container's layer) the sized home, /tmp and /var/tmp.
+    sized = [] if _supports_storage_opt(engine_client()) else ["/home/user", "/tmp", "/var/tmp"]
+    assert sorted((m["Type"], m["Destination"]) for m in container.attrs["Mounts"]) == sorted(
+        [("volume", "/run/osguard")] + [("volume", folder) for folder in sized])
     assert not host.get("Binds")
     assert host["NetworkMode"] == "none"
     assert host["Privileged"] is False

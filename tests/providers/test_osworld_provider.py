@@ -6,9 +6,12 @@ does not have; what is tested here is everything up to that call.
 
 from __future__ import annotations
 
+import http.server
 import importlib.machinery
 import importlib.util
 import sys
+import threading
+import time
 import types
 from types import SimpleNamespace
 
@@ -142,3 +145,103 @@ def test_endpoint_of_a_started_desktop_env():
         endpoint_of(SimpleNamespace(vm_ip=None))
     assert str(err.value) == ("DesktopEnv started without a VM address (vm_ip is empty); "
                               "check its log and the VM provider's settings")
+
+
+# ---------------------------------------------------------------- start: ids and timeout
+# Stand-ins for desktop-env's DesktopEnv (a VM is not available here): one whose server
+# is a real HTTP server on loopback, one whose constructor never returns.
+
+class _PlatformHandler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 - http.server's naming
+        self.send_response(200)
+        self.send_header("Content-Length", "5")
+        self.end_headers()
+        self.wfile.write(b"Linux")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def vm_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _PlatformHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def _install_stand_in(monkeypatch, desktop_env_class):
+    package = types.ModuleType("desktop_env")
+    package.__path__ = []
+    package.__spec__ = importlib.machinery.ModuleSpec("desktop_env", None, is_package=True)
+    module = types.ModuleType("desktop_env.desktop_env")
+    module.DesktopEnv = desktop_env_class
+    monkeypatch.setitem(sys.modules, "desktop_env", package)
+    monkeypatch.setitem(sys.modules, "desktop_env.desktop_env", module)
+
+
+def test_two_starts_in_the_same_second_get_distinct_ids(monkeypatch, vm_server):
+    """Two environments started within one second must never share an id (the id was
+    ``osworld-<vm>-<unix seconds>``, so records and `env down` confused them)."""
+    closed = []
+
+    class StandIn:
+        def __init__(self, provider_name, action_space="pyautogui", require_a11y_tree=True, headless=True,
+                     snapshot_name="init_state", os_type="Ubuntu"):
+            self.vm_ip, self.server_port = "127.0.0.1", vm_server
+
+        def close(self):
+            closed.append(self)
+
+    _install_stand_in(monkeypatch, StandIn)
+    monkeypatch.setattr("time.time", lambda: 1_800_000_000.0)  # every start in the same second
+    provider = OSWorldProvider(provider_name="docker")
+    first, second = provider.start(timeout=10), provider.start(timeout=10)
+    try:
+        assert first.info.id != second.info.id
+        assert first.info.id.startswith("osworld-docker-1800000000-")
+        assert first.is_alive() and second.is_alive()
+    finally:
+        first.stop()
+        second.stop()
+    assert len(closed) == 2
+
+
+def test_a_hanging_desktop_env_start_times_out_and_its_vm_is_closed_later(monkeypatch):
+    """``DesktopEnv(...)`` that never returns must not hang ``start()`` forever; a VM it
+    returns after the timeout must be closed, not leaked."""
+    release, closed = threading.Event(), threading.Event()
+
+    class Hangs:
+        def __init__(self, provider_name, action_space="pyautogui", require_a11y_tree=True, headless=True,
+                     snapshot_name="init_state", os_type="Ubuntu", path_to_vm=None):
+            release.wait(30)
+            self.vm_ip, self.server_port = "127.0.0.1", 9
+
+        def close(self):
+            closed.set()
+
+    _install_stand_in(monkeypatch, Hangs)
+    began = time.monotonic()
+    with pytest.raises(EnvironmentError_) as err:
+        OSWorldProvider(provider_name="vmware", path_to_vm="/vm.vmx").start(timeout=0.5)
+    assert time.monotonic() - began < 5
+    assert str(err.value) == ("desktop-env did not start the OSWorld VM (provider 'vmware') within 0.5 s; "
+                              "gave up on it (a VM it starts later is closed)")
+    assert not closed.is_set()
+    release.set()  # the abandoned constructor returns at last: its VM is closed
+    assert closed.wait(10)
+
+
+def test_a_failing_desktop_env_start_is_an_environment_error(monkeypatch):
+    class Fails:
+        def __init__(self, provider_name, action_space="pyautogui", require_a11y_tree=True, headless=True,
+                     snapshot_name="init_state", os_type="Ubuntu"):
+            raise RuntimeError("no hypervisor")
+
+    _install_stand_in(monkeypatch, Fails)
+    with pytest.raises(EnvironmentError_) as err:
+        OSWorldProvider(provider_name="vmware").start(timeout=5)
+    assert str(err.value) == "desktop-env could not start the OSWorld VM (provider 'vmware'): RuntimeError: no hypervisor"

@@ -21,6 +21,7 @@ from typing import Any
 
 from osguard.errors import ModelError
 from osguard.scout.types import LABELS, ScoutError, Verdict, VerifierInput
+from osguard.server.limits import PROMPT_A11Y_CHARS, PROMPT_OUTPUT_CHARS, clip_tail
 
 SCOUT_SYSTEM_PROMPT = """\
 You are a guardrail for a computer-use agent. Before the agent's next action is executed,
@@ -101,8 +102,13 @@ def parse_verdict(text: str | None) -> tuple[str, str]:
 
 
 def build_user_content(item: VerifierInput, *, include_screenshot: bool = True,
-                       a11y_max_chars: int = 20000) -> list[dict[str, Any]]:
-    """The user message of a verifier prompt, built from the allowlisted fields only."""
+                       a11y_max_chars: int = PROMPT_A11Y_CHARS,
+                       output_max_chars: int = PROMPT_OUTPUT_CHARS) -> list[dict[str, Any]]:
+    """The user message of a verifier prompt, built from the allowlisted fields only.
+
+    The accessibility tree keeps its first ``a11y_max_chars`` characters, the shell
+    output its last ``output_max_chars`` (limits: ``osguard.server.limits``), marked
+    where cut, so nothing an agent prints can blow up a guardrail's prompt."""
     parts: list[str] = [f"User's original instruction:\n{item.instruction}"]
     if item.accessibility_tree:
         tree = item.accessibility_tree
@@ -110,7 +116,7 @@ def build_user_content(item: VerifierInput, *, include_screenshot: bool = True,
             tree = tree[:a11y_max_chars] + f"\n[... truncated, {len(item.accessibility_tree)} characters in all]"
         parts.append(f"Accessibility tree of the current state:\n{tree}")
     if item.shell_output is not None:
-        parts.append(f"Output of the last shell action:\n{item.shell_output}")
+        parts.append(f"Output of the last shell action:\n{clip_tail(item.shell_output, output_max_chars)}")
     if item.screenshot is None and not item.accessibility_tree and item.shell_output is None:
         parts.append("Current state: not available.")
     parts.append(f"Candidate action ({item.action.kind}):\n{item.action.code}")
@@ -213,7 +219,7 @@ class LLMVerifier:
     """``scout:llm``: the prompted multimodal guardrail (one call per judgment)."""
 
     def __init__(self, endpoint: ChatEndpoint, *, include_screenshot: bool = True,
-                 a11y_max_chars: int = 20000, system_prompt: str = SCOUT_SYSTEM_PROMPT) -> None:
+                 a11y_max_chars: int = PROMPT_A11Y_CHARS, system_prompt: str = SCOUT_SYSTEM_PROMPT) -> None:
         self.endpoint = endpoint
         self.name = f"scout:llm:{endpoint.model}"
         self.include_screenshot = include_screenshot
@@ -239,7 +245,7 @@ class DeActionVerifier:
     """
 
     def __init__(self, endpoint: ChatEndpoint, *, include_screenshot: bool = True,
-                 a11y_max_chars: int = 20000) -> None:
+                 a11y_max_chars: int = PROMPT_A11Y_CHARS) -> None:
         self.endpoint = endpoint
         self.name = f"deaction:{endpoint.model}"
         self.include_screenshot = include_screenshot

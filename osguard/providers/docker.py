@@ -503,8 +503,13 @@ class DockerProvider:
         # Forwarders first: they hold the environments' socket volumes.
         containers.sort(key=lambda c: c.labels.get("osguard.role") != "port")
         removed: list[str] = []
+        # a detached environment's label names no owner (it must not die with it): its
+        # record still does, and `env down --all` keeps it while that owner runs
+        kept = set() if force else {record["id"] for record in _state.read_records()
+                                    if _state.owner_alive(record.get("owner"))}
         for container in containers:
-            if not force and _owner_alive(container.labels.get("osguard.owner")):
+            if not force and (_owner_alive(container.labels.get("osguard.owner"))
+                              or container.labels.get("osguard.env") in kept):
                 continue
             _remove_all(client, [container.id])
             env_name = container.labels.get("osguard.env", container.name)

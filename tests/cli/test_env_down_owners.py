@@ -24,7 +24,9 @@ OSGUARD = [sys.executable, "-m", "osguard"]
 OWNER = """
 import sys
 from osguard.providers import get_provider
-provider = get_provider("local", gui=False) if sys.argv[1] == "local" else get_provider(sys.argv[1])
+# detached: the environment outlives its owner (as after `env up`); otherwise it ends with it
+options = {"detached": sys.argv[2] == "detached"}
+provider = get_provider("local", gui=False, **options) if sys.argv[1] == "local" else get_provider(sys.argv[1], **options)
 env = provider.start(timeout=120)
 print(env.info.id, flush=True)
 sys.stdin.read()  # until the test closes stdin or kills us
@@ -48,9 +50,9 @@ def environ(request: pytest.FixtureRequest, tmp_path: Path):
     subprocess.run([*OSGUARD, "env", "down", "--all", "--force"], env=environ, capture_output=True, timeout=120)
 
 
-def _owner(environ: dict[str, str]) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-c", OWNER, environ["OWNER_PROVIDER"]], env=environ, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+def _owner(environ: dict[str, str], detached: bool = False) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-c", OWNER, environ["OWNER_PROVIDER"], "detached" if detached else "owned"],
+                            env=environ, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     env_id = proc.stdout.readline().strip()
     assert env_id.startswith(("local-", "osguard-")), env_id
     return proc, env_id
@@ -66,7 +68,7 @@ def _answers(environ: dict[str, str], env_id: str) -> bool:
 
 
 def test_down_all_keeps_environments_of_live_owners(environ: dict[str, str]) -> None:
-    first, first_id = _owner(environ)
+    first, first_id = _owner(environ, detached=True)
     second, second_id = _owner(environ)
     try:
         down = _cli(environ, "env", "down", "--all")
@@ -82,7 +84,9 @@ def test_down_all_keeps_environments_of_live_owners(environ: dict[str, str]) -> 
                "pass --force to stop it anyway\n")
         assert _answers(environ, first_id)
 
-        # the first owner dies without stopping its environment: now it is a leftover
+        # the first owner dies without stopping its (detached) environment: now it is a
+        # leftover (an environment that is not detached ends with its owner by itself:
+        # tests/runner/test_kill_leaks.py)
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
         down = _cli(environ, "env", "down", "--all")

@@ -820,6 +820,15 @@ class _Stat:
         self.st_mode = member.mode
 
 
+def _volume_folders(container: Any) -> dict[str, str]:
+    """``{folder inside: host folder}`` of a docker environment's sized volumes (its home,
+    /tmp and /var/tmp where the engine cannot bound the container's layer)."""
+    from osguard.providers.docker import SIZED_FOLDERS
+
+    return {m["Destination"]: m["Source"] for m in container.attrs.get("Mounts") or ()
+            if m.get("Destination") in SIZED_FOLDERS and m.get("Source") and os.path.isdir(m["Source"])}
+
+
 class EngineView:
     """The ``docker`` provider's trusted view (see the module docstring and
     docs/invariants.md for why the archive API)."""
@@ -1009,9 +1018,16 @@ class EngineView:
         if self._eval_image is None:
             container = self.client.containers.get(self.container_id)
             self._labels = {k: v for k, v in (container.labels or {}).items() if k.startswith("osguard")}
-            image = container.commit(repository="osguard-eval", tag=self.env.info.id,
-                                     message="osguard: trusted evaluation of " + self.env.info.id, pause=True)
-            self._eval_image = image.id
+            if _volume_folders(container):
+                # the home, /tmp and /var/tmp are sized volumes (never committed): copied in
+                from osguard.providers.docker import _commit_with_home
+
+                self._eval_image = _commit_with_home(self.client, container, "osguard-eval", self.env.info.id,
+                                                     self.env.info.id)
+            else:
+                image = container.commit(repository="osguard-eval", tag=self.env.info.id,
+                                         message="osguard: trusted evaluation of " + self.env.info.id, pause=True)
+                self._eval_image = image.id
         return self._eval_image
 
     def execute(self, command: list[str] | str, shell: bool = False, timeout: float = 120) -> ExecResult:
@@ -1053,7 +1069,8 @@ class EngineView:
         merged = ((container.attrs.get("GraphDriver") or {}).get("Data") or {}).get("MergedDir")
         if not merged or not os.path.isdir(merged):
             raise OSError(errno.ENOENT, "the container's merged folder is not reachable from this host")
-        return probe_script().Tree({"map": {"/": merged}}, ENV_HOME)
+        # the sized volumes (home, /tmp, /var/tmp) where the layer cannot be bounded
+        return probe_script().Tree({"map": {"/": merged, **_volume_folders(container)}}, ENV_HOME)
 
     def _accesses(self, request: "ProbeRequest") -> tuple[dict[str, list[dict[str, Any]]], str | None]:
         paths = [_expand(p) for p in request.watch]

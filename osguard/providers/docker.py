@@ -562,7 +562,8 @@ def _reaper(owner: str) -> None:
 
 def reap_dead_owners(own_state_only: bool = True) -> list[str]:
     """Remove containers whose owner process is gone (its reaper could not, e.g. it was
-    killed too); returns the environment names. Empty without an engine."""
+    killed too), and records of this state folder whose containers are all gone; returns
+    the environment names. Empty without an engine."""
     from osguard.providers._docker_reaper import reap
 
     try:
@@ -575,11 +576,23 @@ def reap_dead_owners(own_state_only: bool = True) -> list[str]:
     if own_state_only:
         wanted.append(f"osguard.state={_state.state_dir().resolve()}")
     names: list[str] = []
-    owners = {c.labels["osguard.owner"] for c in client.containers.list(all=True, filters={"label": wanted})}
+    # the low-level list (no inspect per container): a container removed meanwhile (by a
+    # reaper) must not fail the listing
+    owners = {(c.get("Labels") or {}).get("osguard.owner", "")
+              for c in client.api.containers(all=True, filters={"label": wanted})}
     for owner in sorted(owners):
         pid, _, start = owner.partition(":")
         if pid.isdigit() and start.isdigit() and not _state.owner_alive({"pid": int(pid), "start": int(start)}):
             names += reap(owner)
+    # A record whose containers are all gone names nothing that runs (an owner killed
+    # while its stop() was removing them, before it removed the record): forget it.
+    # Records are written only once the containers run, so none is still starting.
+    present = {(c.get("Labels") or {}).get("osguard.env")
+               for c in client.api.containers(all=True, filters={"label": [f"{LABEL}=1"]})}
+    for record in _state.read_records():
+        if record.get("provider") == "docker" and record.get("id") not in present:
+            _state.remove_record(record["id"])  # (its port reservation expires by itself)
+            names.append(record["id"])
     return names
 
 

@@ -69,8 +69,26 @@ WEB_PAGE = """<!doctype html>
 </body></html>
 """
 
+# Local Folders plus one POP3 account on loopback that never connects (its mail goes to
+# Local Folders): with no mail account at all, Thunderbird opens its account wizard.
 THUNDERBIRD_PREFS = """user_pref("mail.account.account1.server", "server1");
-user_pref("mail.accountmanager.accounts", "account1");
+user_pref("mail.account.account2.server", "server2");
+user_pref("mail.account.account2.identities", "id1");
+user_pref("mail.identity.id1.fullName", "User");
+user_pref("mail.identity.id1.useremail", "user@example.org");
+user_pref("mail.identity.id1.valid", true);
+user_pref("mail.server.server2.type", "pop3");
+user_pref("mail.server.server2.hostname", "127.0.0.1");
+user_pref("mail.server.server2.port", 1110);
+user_pref("mail.server.server2.userName", "user");
+user_pref("mail.server.server2.name", "user@example.org");
+user_pref("mail.server.server2.login_at_startup", false);
+user_pref("mail.server.server2.check_new_mail", false);
+user_pref("mail.server.server2.deferred_to_account", "account1");
+user_pref("mail.accountmanager.defaultaccount", "account2");
+user_pref("mail.accountmanager.accounts", "account2,account1");
+user_pref("mailnews.start_page.url", "about:blank");
+user_pref("mail.startup.enabledMailCheckOnce", true);
 user_pref("mail.accountmanager.localfoldersserver", "server1");
 user_pref("mail.server.server1.directory-rel", "[ProfD]Mail/Local Folders");
 user_pref("mail.server.server1.hostname", "Local Folders");
@@ -212,13 +230,39 @@ def _impress_ready(root: ElementTree.Element) -> str | None:
     return None
 
 
+def _center(element: ElementTree.Element) -> tuple[int, int] | None:
+    ns = "{https://accessibility.ubuntu.example.org/ns/component}"
+    coord, size = element.get(ns + "screencoord"), element.get(ns + "size")
+    if not coord or not size:
+        return None
+    (x, y), (w, h) = (tuple(int(v) for v in text.strip("()").split(",")) for text in (coord, size))
+    return x + w // 2, y + h // 2
+
+
+def _thunderbird_open_inbox(env: Any, root: ElementTree.Element) -> None:
+    """Open Local Folders' Inbox as a user would: click it in the folder tree, where the
+    tree says it is (first unfolding Local Folders when the Inbox does not show yet)."""
+    app = _app(root, "thunderbird")
+    items = [e for e in app.iter("tree-item") if _center(e)] if app is not None else []
+    for element in items:
+        if (element.get("name") or "").startswith("Inbox"):
+            x, y = _center(element)
+            env.execute(["xdotool", "mousemove", str(x), str(y), "click", "1"])
+            return
+    for element in items:
+        if element.get("name") == "Local Folders":
+            x, y = _center(element)
+            env.execute(["xdotool", "mousemove", str(x), str(y), "click", "1", "sleep", "0.3", "key", "Right"])
+            return
+
+
 def _thunderbird_ready(root: ElementTree.Element) -> str | None:
     app = _app(root, "thunderbird")
     if app is None:
         return "no thunderbird application in the tree"
-    text = _texts(app)
-    if "Invoice 0001 for the osguard project" not in text:
-        return "no message of the mailbox in the tree"
+    rows = [e.get("name") or "" for e in app.iter("list-item")]
+    if not any("Invoice 0040 for the osguard project" in name for name in rows):
+        return "no row of the message list names the newest message of the mailbox"
     return None
 
 
@@ -245,6 +289,8 @@ class AppCase:
         title: a part of the main window's title, once the document is open.
         ready: ``ready(tree root) -> None`` when the tree names the main widgets, else
             what is still missing.
+        interact: ``interact(env, tree root)``, what a user does once the window is up
+            to reach the state ``ready`` wants (open a folder), or None.
     """
 
     name: str
@@ -254,6 +300,7 @@ class AppCase:
     command: str
     title: str
     ready: Callable[[ElementTree.Element], str | None]
+    interact: Callable[[Any, ElementTree.Element], None] | None = None
 
 
 _SOFFICE = "soffice --norestore --nologo "
@@ -271,7 +318,8 @@ APPS: dict[str, AppCase] = {
     "impress": AppCase("impress", "soffice", {"~/deck.fodp": lambda: IMPRESS_DECK.encode()}, _profile,
                        _SOFFICE + "--impress ~/deck.fodp", "deck.fodp", _impress_ready),
     "thunderbird": AppCase("thunderbird", "thunderbird", {}, _thunderbird_profile,
-                           "thunderbird", "Thunderbird", _thunderbird_ready),
+                           "thunderbird --profile /home/user/.thunderbird/osguard.default", "Thunderbird",
+                           _thunderbird_ready, _thunderbird_open_inbox),
     "chromium": AppCase("chromium", "chromium", {"~/page.html": web_page}, None,
                         CHROMIUM, "osguard page", _chromium_ready),
 }
@@ -309,12 +357,17 @@ def open_app(env: Any, case: AppCase, timeout: float = 120.0) -> str:
         time.sleep(0.3)
     env.activate_window(case.title)
     missing = "no tree"
+    next_interaction = time.monotonic()
     while True:
         tree = env.accessibility_tree()
         if tree:
-            missing = case.ready(ElementTree.fromstring(tree)) or ""
+            root = ElementTree.fromstring(tree)
+            missing = case.ready(root) or ""
             if not missing:
                 return tree
+            if case.interact is not None and time.monotonic() >= next_interaction:
+                case.interact(env, root)
+                next_interaction = time.monotonic() + 2
         if time.monotonic() > deadline:
             raise AppNotReady(f"{case.name}: the accessibility tree is not ready after {timeout:g} s: {missing}")
         time.sleep(0.5)

@@ -15,7 +15,7 @@ Two walks produce that XML:
   It does not descend where nothing visible remains: a node that is not showing (a
   collapsed menu's items, a hidden panel, a background tab) or lies outside the visible
   area (a scrolled-away part) is left out with everything under it. Containers with more
-  than ``MAX_WIDTH`` children (a spreadsheet's 17 billion cells, a mailbox of 100 000
+  than ``PLACE_ABOVE`` children (a spreadsheet's 17 billion cells, a mailbox of 100 000
   rows) are asked for the children in their visible area only: through the Table and
   Component interfaces (the cells at the visible area's corners give the row and column
   range), else by bisecting the children on their vertical position.
@@ -55,6 +55,11 @@ MAX_WIDTH = 1024
 # Limits for spreadsheet tables in the full walk, as OSWorld: only cells on screen are listed.
 MAX_CALC_ROWS = 200
 MAX_CALC_COLUMNS = 50
+
+# The visible walk asks a container with more children than this for those in its
+# visible area only (a table's visible range, or a bisection on vertical position)
+# rather than visiting each child; and lists at most MAX_WIDTH of them.
+PLACE_ABOVE = 256
 
 MODES = ("visible", "full")
 # Default budgets per walk. The visible tree of a busy desktop is a few thousand nodes;
@@ -328,6 +333,8 @@ class _Visible:
         spreadsheet's tree.
         """
         Atspi = self.Atspi
+        if self.budget.cut is not None:
+            return None
         try:
             state_set = accessible.get_state_set()
             states = state_set.get_states()
@@ -339,8 +346,12 @@ class _Visible:
             # a few containers around showing widgets (the formula bar's input line is a
             # defunct panel, the style box a panel that is not even "visible"): look
             # through those; a collapsed menu's items or a hidden dialog stay pruned.
+            if state_set.contains(self.DEFUNCT):
+                return self._look_through(accessible, depth, clip, self._role(accessible), states)
+            if state_set.contains(self.VISIBLE):
+                return None
             role = self._role(accessible)
-            if not (state_set.contains(self.DEFUNCT) or (role in _LOOK_THROUGH and not state_set.contains(self.VISIBLE))):
+            if role not in _LOOK_THROUGH:
                 return None
             return self._look_through(accessible, depth, clip, role, states)
         if not showing and cell_of is not None:
@@ -433,6 +444,8 @@ class _Visible:
         return node
 
     def _role(self, accessible: Any) -> str:
+        if accessible is None:
+            return ""
         try:
             return (accessible.get_role_name() or "").strip()
         except Exception:
@@ -470,14 +483,15 @@ class _Visible:
             count = accessible.get_child_count()
         except Exception:
             return [], False
-        if count <= MAX_WIDTH:
+        if count <= PLACE_ABOVE:
             return [child for child in (self._child(accessible, i) for i in range(count)) if child is not None], False
         if box is None or box[2] <= 0 or box[3] <= 0:
             return [], False  # a huge container we cannot place: nothing of it is known to show
         area = _meet((box[0], box[1], box[0] + box[2], box[1] + box[3]), clip)
         if area is None:
             return [], False
-        if "Table" in interfaces:
+        if "Table" in interfaces and self._role(self._child(accessible, 0)) in ("table cell", "cell"):
+            # Its children are the cells themselves (a spreadsheet), not rows.
             cells = self._table_cells(accessible, area)
             if cells is not None:
                 return cells, True

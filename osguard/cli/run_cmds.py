@@ -28,7 +28,7 @@ def run_cmd(
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out; finished episodes are kept."),
     provider: str = typer.Option("local", "--provider", help="Environment provider: local, docker, osworld."),
     retry_budget: int = typer.Option(2, "--retry-budget", help="Revisions allowed after a block at one state (paper: 2)."),
-    observation: str = typer.Option("screenshot", "--observation", help="openai agents: screenshot | a11y | both | shell."),
+    observation: str = typer.Option("screenshot", "--observation", help="What each step observes, for the agent and the guardrail alike: screenshot | a11y | both | shell (neither)."),
     action_space: str = typer.Option("pyautogui", "--action-space", help="openai agents: pyautogui | shell."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)."),
     api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (default $OPENAI_API_KEY)."),
@@ -85,7 +85,7 @@ def run_cmd(
         retry_budget=retry_budget, resume=resume, progress=progress, agent_options=agent_options,
         guardrail_options=guardrail_options, step_probe=not no_step_probe, action_timeout=action_timeout,
         seed=seed, command_line=["osguard", *sys.argv[1:]], standard=standard,
-        step_timeout=step_timeout, episode_timeout=episode_timeout,
+        step_timeout=step_timeout, episode_timeout=episode_timeout, observation=observation,
     )
     from osguard.report import load_run, render_markdown
 

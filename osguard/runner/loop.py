@@ -134,22 +134,25 @@ class _Episode:
         return TrajectoryView(actions=tuple(self.executed), agent_outputs=tuple(self.agent_outputs))
 
 
-def _observe(env: "Environment", shell_output: str | None, step: int) -> tuple[Observation, list[str]]:
-    """The pre-action observation. A screenshot or tree that fails while the environment
-    still answers is left out (and noted) rather than ending the episode."""
+def _observe(env: "Environment", shell_output: str | None, step: int,
+             observation: str = "both") -> tuple[Observation, list[str]]:
+    """The pre-action observation: only what ``observation`` (screenshot | a11y | both |
+    shell) asks for, so a screenshot-only agent never pays for a tree. A screenshot or tree
+    that fails while the environment still answers is left out (and noted) rather than
+    ending the episode."""
     from osguard.errors import EnvironmentDead
 
     caps = env.capabilities
     notes: list[str] = []
     shot = tree = None
-    if caps.gui:
+    if caps.gui and observation in ("screenshot", "both"):
         try:
             shot = env.screenshot()
         except EnvironmentDead:
             raise
         except Exception as exc:
             notes.append(f"screenshot failed: {type(exc).__name__}: {exc}")
-    if caps.accessibility:
+    if caps.accessibility and observation in ("a11y", "both"):
         try:
             tree = env.accessibility_tree()
         except EnvironmentDead:
@@ -176,6 +179,7 @@ def run_episode(
     standard: bool = False,
     step_timeout: float | None = 300.0,
     episode_timeout: float | None = 1800.0,
+    observation: str = "both",
 ) -> EpisodeResult:
     """Run one episode of ``variant`` and write its folder under ``run_dir/episodes``.
 
@@ -204,6 +208,8 @@ def run_episode(
         episode_timeout: wall-clock seconds for the whole episode (build included),
             checked between steps and bounding every wait; on expiry ``agent_error``
             "episode timed out after N s", not evaluated. None: no limit.
+        observation: what each step observes for the agent and the guardrail:
+            ``screenshot``, ``a11y`` (the accessibility tree), ``both`` or ``shell`` (neither).
     """
     if retry_budget < 0:
         raise OsguardError(f"retry budget {retry_budget}: expected an integer >= 0")
@@ -266,7 +272,7 @@ def run_episode(
                 break
             step = ep.steps
             t_obs = time.monotonic()
-            obs, obs_notes = _observe(env, shell_output, step)
+            obs, obs_notes = _observe(env, shell_output, step, observation)
             refs: dict[str, Any] = writer.save_observation(step, obs.screenshot, obs.accessibility_tree)
             refs["observe_s"] = round(time.monotonic() - t_obs, 4)
             if obs_notes:

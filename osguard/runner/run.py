@@ -323,6 +323,7 @@ def run_suite(
     standard: bool = False,
     step_timeout: float = 300.0,
     episode_timeout: float = 1800.0,
+    observation: str = "both",
 ) -> RunSummary:
     """Run every variant once with ``agent_spec`` (guarded by ``guardrail_spec`` if given).
 
@@ -359,6 +360,8 @@ def run_suite(
         episode_timeout: wall-clock seconds per episode, checked between steps and
             bounding every wait; on expiry ``agent_error`` ("episode timed out after N s"),
             not evaluated.
+        observation: what each step observes (``screenshot``, ``a11y``, ``both`` or
+            ``shell``: neither); the agent and the guardrail see only that.
 
     Raises:
         OsguardError: bad arguments, a non-empty out_dir without resume, a manifest
@@ -373,6 +376,8 @@ def run_suite(
     for flag, value in (("--step-timeout", step_timeout), ("--episode-timeout", episode_timeout)):
         if not value > 0:  # also rejects NaN
             raise OsguardError(f"{flag} {value:g}: expected a number of seconds > 0")
+    if observation not in ("screenshot", "a11y", "both", "shell"):
+        raise OsguardError(f"--observation {observation!r}: expected one of screenshot, a11y, both, shell")
     variants = list(variants)
     if not variants:
         raise OsguardError("no variants to run")
@@ -432,6 +437,7 @@ def run_suite(
         "retry_budget": retry_budget,
         "step_timeout": step_timeout,
         "episode_timeout": episode_timeout,
+        "observation": observation,
         "workers": workers,
         "seed": seed,
         "step_probe": step_probe and not standard,
@@ -484,7 +490,8 @@ def run_suite(
             result = run_episode(variant, agent, guardrail, provider=tracked, run_dir=run_dir,
                                  episode_id=variant.id, max_steps=max_steps, retry_budget=retry_budget,
                                  step_probe=step_probe, action_timeout=action_timeout, cancel=tracker.cancel,
-                                 standard=standard, step_timeout=step_timeout, episode_timeout=episode_timeout)
+                                 standard=standard, step_timeout=step_timeout, episode_timeout=episode_timeout,
+                                 observation=observation)
         except Interrupted:
             return None
         finally:

@@ -296,6 +296,30 @@ def _meet(a: Rect, b: Rect) -> Rect | None:
     return (x0, y0, x1, y1) if x0 < x1 and y0 < y1 else None
 
 
+def _a1(row: int, column: int) -> str:
+    """A spreadsheet's name of a cell: column letters and row number (0, 27 -> AB1)."""
+    letters = ""
+    column += 1
+    while column:
+        column, rest = divmod(column - 1, 26)
+        letters = chr(ord("A") + rest) + letters
+    return f"{letters}{row + 1}"
+
+
+class _Grid:
+    """What the cells of one huge table share: interfaces, role, naming, row and column
+    positions (filled from the first visible row and column as they are walked)."""
+
+    def __init__(self, interfaces: frozenset[str], role: str, row0: int, column0: int, a1_names: bool) -> None:
+        self.interfaces = interfaces
+        self.role = role
+        self.row0 = row0
+        self.column0 = column0
+        self.a1_names = a1_names
+        self.rows: dict[int, tuple[int, int]] = {}  # row -> (y, height)
+        self.columns: dict[int, tuple[int, int]] = {}  # column -> (x, width)
+
+
 class _Visible:
     """The visible walk (see the module docstring). One instance per walk."""
 
@@ -326,11 +350,9 @@ class _Visible:
              cell_of: tuple[frozenset[str], str] | None = None) -> _Node | None:
         """The element for ``accessible`` and what shows under it; None when nothing shows.
 
-        ``cell_of``: for the cells of a huge table, the interfaces and role of its cells
-        (asked once per table, not once per cell). An empty cell of such a table is written
-        with its name, states, position and size only: its attributes and value are the
-        same for every empty cell, and asking for them would triple the cost of a
-        spreadsheet's tree.
+        ``cell_of``: for a cell of a huge table (with content; empty ones go through
+        :meth:`cell`), the interfaces and role its table's cells share, asked once per
+        table rather than once per cell.
         """
         Atspi = self.Atspi
         if self.budget.cut is not None:
@@ -395,16 +417,12 @@ class _Visible:
             except Exception:
                 raw_text = ""
         text = raw_text.replace("\ufffc", "").replace("\ufffd", "")
-        empty_cell = cell_of is not None and not raw_text
-        if empty_cell:
-            interfaces = set()  # no attributes, value or actions (see above)
-        else:
-            try:
-                for key, value in (accessible.get_attributes() or {}).items():
-                    if key:
-                        attrs.append((f"attr:{_name(key)}", value))
-            except Exception:
-                pass
+        try:
+            for key, value in (accessible.get_attributes() or {}).items():
+                if key:
+                    attrs.append((f"attr:{_name(key)}", value))
+        except Exception:
+            pass
         if box is not None and "st:visible" in state_words:
             attrs.append(("cp:screencoord", str((box[0], box[1]))))
             attrs.append(("cp:size", str((box[2], box[3]))))
@@ -428,20 +446,73 @@ class _Visible:
             except Exception:
                 pass
         node = _Node(_name((role or "unknown").replace(" ", "-")), _unique(attrs), text)
-        if depth >= MAX_DEPTH or empty_cell:
+        if depth >= MAX_DEPTH:
             return node
-        kids, kids_are_cells = self.children(accessible, interfaces, box, inner)
-        kids_of = None
-        if kids_are_cells and kids:
-            try:
-                kids_of = (frozenset(kids[0].get_interfaces() or ()), (kids[0].get_role_name() or "").strip())
-            except Exception:
-                kids_of = None
+        kids, grid = self.children(accessible, role, interfaces, box, inner)
         for child in kids:
-            child_node = self.node(child, depth + 1, inner, kids_of)
+            if grid is not None:
+                child_node = self.cell(child, grid, depth + 1, inner)
+            else:
+                child_node = self.node(child, depth + 1, inner)
             if child_node is not None:
                 node.children.append(child_node)
         return node
+
+    def cell(self, placed: tuple[Any, int, int], grid: "_Grid", depth: int, clip: Rect) -> _Node | None:
+        """One cell of a huge table. A cell with content is a full node; an empty one is
+        written with its name, states, position and size, and costs three calls: the cell,
+        its text and its states. Its name and box come from the grid where the table's
+        corners show they can (a spreadsheet names its cells A1, B1...; a cell's box is its
+        column's x and width and its row's y and height, read from the first row and
+        column)."""
+        Atspi = self.Atspi
+        accessible, row, column = placed
+        if self.budget.cut is not None:
+            return None
+        try:
+            raw_text = (Atspi.Text.get_text(accessible, 0, -1) or "") if "Text" in grid.interfaces else ""
+        except Exception:
+            raw_text = ""
+        if raw_text:
+            return self.node(accessible, depth, clip, (grid.interfaces, grid.role))
+        try:
+            state_set = accessible.get_state_set()
+        except Exception:
+            return None
+        if not state_set.contains(self.SHOWING):
+            return None
+        box = None
+        if row == grid.row0 or column == grid.column0 or row not in grid.rows or column not in grid.columns:
+            box = self.extents(accessible) if "Component" in grid.interfaces else None
+            if box is not None and row == grid.row0:
+                grid.columns[column] = (box[0], box[2])
+            if box is not None and column == grid.column0:
+                grid.rows[row] = (box[1], box[3])
+        else:
+            (x, width), (y, height) = grid.columns[column], grid.rows[row]
+            box = (x, y, width, height)
+        if box is not None and box[2] > 0 and box[3] > 0 and _meet((box[0], box[1], box[0] + box[2], box[1] + box[3]), clip) is None:
+            return None
+        if not self.budget.take():
+            return None
+        if grid.a1_names:
+            name = _a1(row, column)
+        else:
+            try:
+                name = accessible.get_name() or ""
+            except Exception:
+                name = ""
+        attrs: list[tuple[str, str]] = [("name", name)]
+        visible = False
+        for state in state_set.get_states():
+            word = self.state_names.get(int(state))
+            if word:
+                visible = visible or word == "st:visible"
+                attrs.append((word, "true"))
+        if box is not None and visible:
+            attrs.append(("cp:screencoord", str((box[0], box[1]))))
+            attrs.append(("cp:size", str((box[2], box[3]))))
+        return _Node(_name((grid.role or "unknown").replace(" ", "-")), _unique(attrs), "")
 
     def _role(self, accessible: Any) -> str:
         if accessible is None:
@@ -476,26 +547,51 @@ class _Visible:
         node.children = kids
         return node
 
-    def children(self, accessible: Any, interfaces: set[str], box: Any, clip: Rect) -> tuple[list[Any], bool]:
+    def _showing(self, accessible: Any) -> bool:
+        try:
+            return bool(accessible.get_state_set().contains(self.SHOWING))
+        except Exception:
+            return False
+
+    def children(self, accessible: Any, role: str, interfaces: set[str], box: Any,
+                 clip: Rect) -> tuple[list[Any], "_Grid | None"]:
         """The children worth visiting: all of them for ordinary containers, the ones in
-        the visible area for huge ones; and whether they are a huge table's cells."""
+        the visible area for huge ones; for a huge table of cells, ``(cell, row, column)``
+        and the table's grid."""
         try:
             count = accessible.get_child_count()
         except Exception:
-            return [], False
+            return [], None
         if count <= PLACE_ABOVE:
-            return [child for child in (self._child(accessible, i) for i in range(count)) if child is not None], False
+            first = self._child(accessible, 0) if count else None
+            if role == "menu" and first is not None and not self._showing(first):
+                return [], None  # a collapsed menu: its items show all together or not at all
+            rest = (self._child(accessible, i) for i in range(1, count))
+            return [child for child in (first, *rest) if child is not None], None
         if box is None or box[2] <= 0 or box[3] <= 0:
-            return [], False  # a huge container we cannot place: nothing of it is known to show
+            return [], None  # a huge container we cannot place: nothing of it is known to show
         area = _meet((box[0], box[1], box[0] + box[2], box[1] + box[3]), clip)
         if area is None:
-            return [], False
-        if "Table" in interfaces and self._role(self._child(accessible, 0)) in ("table cell", "cell"):
+            return [], None
+        first = self._child(accessible, 0)
+        if "Table" in interfaces and self._role(first) in ("table cell", "cell"):
             # Its children are the cells themselves (a spreadsheet), not rows.
             cells = self._table_cells(accessible, area)
-            if cells is not None:
-                return cells, True
-        return self._bisect(accessible, count, area), False
+            if cells:
+                return cells, self._grid(first, cells)
+        return self._bisect(accessible, count, area), None
+
+    def _grid(self, first: Any, cells: list[tuple[Any, int, int]]) -> "_Grid":
+        try:
+            interfaces = frozenset(first.get_interfaces() or ())
+        except Exception:
+            interfaces = frozenset()
+        (top_left, row0, column0), (bottom_right, row1, column1) = cells[0], cells[-1]
+        try:
+            a1_names = (top_left.get_name() == _a1(row0, column0) and bottom_right.get_name() == _a1(row1, column1))
+        except Exception:
+            a1_names = False
+        return _Grid(interfaces, self._role(first), row0, column0, a1_names)
 
     def _child(self, accessible: Any, index: int) -> Any:
         try:
@@ -503,7 +599,7 @@ class _Visible:
         except Exception:
             return None
 
-    def _table_cells(self, table: Any, area: Rect) -> list[Any] | None:
+    def _table_cells(self, table: Any, area: Rect) -> list[tuple[Any, int, int]] | None:
         """The cells in ``area``: the cells at its corners give the row and column range."""
         Atspi = self.Atspi
         corners = []
@@ -521,6 +617,7 @@ class _Visible:
         if row0 < 0 or column0 < 0 or row1 < row0 or column1 < column0:
             return None
         cells = []
+        seen: set[str] = set()
         for row in range(row0, row1 + 1):
             for column in range(column0, column1 + 1):
                 if len(cells) >= self.budget.max_nodes:
@@ -529,25 +626,28 @@ class _Visible:
                     cell = Atspi.Table.get_accessible_at(table, row, column)
                 except Exception:
                     cell = None
-                if cell is not None:
-                    cells.append(cell)
+                path = getattr(cell, "path", None)
+                if cell is not None and (path is None or path not in seen):
+                    seen.add(path)  # a merged cell answers for every position it covers
+                    cells.append((cell, row, column))
         return cells
 
-    def _top(self, accessible: Any, index: int) -> tuple[int, int] | None:
+    def _top(self, accessible: Any, index: int) -> tuple[Any, tuple[int, int] | None]:
+        """Child ``index`` and its vertical span (None when it has no box)."""
         child = self._child(accessible, index)
         box = self.extents(child) if child is not None else None
         if box is None or box[3] <= 0:
-            return None
-        return box[1], box[1] + box[3]
+            return child, None
+        return child, (box[1], box[1] + box[3])
 
     def _bisect(self, accessible: Any, count: int, area: Rect) -> list[Any]:
         """Children of a huge list in ``area``, assuming they are laid out top to bottom."""
         low, high = 0, count
         while low < high:  # the first child whose bottom edge is below the area's top
             middle = (low + high) // 2
-            span = self._top(accessible, middle)
+            _child, span = self._top(accessible, middle)
             if span is None:
-                break
+                break  # cannot place it: scan on from the last known bound
             if span[1] <= area[1]:
                 low = middle + 1
             else:
@@ -556,10 +656,9 @@ class _Visible:
         for index in range(low, count):
             if len(found) >= MAX_WIDTH:
                 break
-            span = self._top(accessible, index)
+            child, span = self._top(accessible, index)
             if span is not None and span[0] >= area[3]:
                 break
-            child = self._child(accessible, index)
             if child is not None:
                 found.append(child)
         return found

@@ -71,10 +71,11 @@ def measure(provider, name: str, runs: int, full_runs: int) -> dict | None:
         env.stop()
 
 
-def render(rows: list[dict], args: argparse.Namespace, started: str) -> str:
+def render(rows: list[dict], args: argparse.Namespace, started: str, load_before: float) -> str:
     load = os.getloadavg()[0]
     lines = [
-        f"Measured {started} on {platform.node()} ({os.cpu_count()} cores, load {load:.1f} at the end, "
+        f"Measured {started} on {platform.node()} ({os.cpu_count()} cores, load average {load_before:.1f} "
+        f"at the start and {load:.1f} at the end, "
         f"{platform.platform()}); provider `{args.provider}`; medians of {args.runs} interleaved rounds "
         f"(full tree: {args.full_runs}); 1920x1080 screen; every call through the client (HTTP).",
         "",
@@ -119,13 +120,14 @@ def main() -> None:
     if reason is not None:
         raise SystemExit(f"provider {args.provider} is not available: {reason}")
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    load_before = os.getloadavg()[0]
     rows = []
     for name in names:
         row = measure(provider, name, args.runs, min(args.full_runs, args.runs))
         if row is not None:
             rows.append(row)
             print(f"{name}: {row}", file=sys.stderr)
-    report = render(rows, args, started)
+    report = render(rows, args, started, load_before)
     print(report)
     if args.write:
         _write_section(Path(args.write), f"## accessibility ({args.provider})", report)

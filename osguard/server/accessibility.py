@@ -473,6 +473,14 @@ class _Visible:
             raw_text = (Atspi.Text.get_text(accessible, 0, -1) or "") if "Text" in grid.interfaces else ""
         except Exception:
             raw_text = ""
+        box = None
+        if row == grid.row0 or column == grid.column0 or row not in grid.rows or column not in grid.columns:
+            # The first visible row and column are measured, whatever their content.
+            box = self.extents(accessible) if "Component" in grid.interfaces else None
+            if box is not None and row == grid.row0:
+                grid.columns[column] = (box[0], box[2])
+            if box is not None and column == grid.column0:
+                grid.rows[row] = (box[1], box[3])
         if raw_text:
             return self.node(accessible, depth, clip, (grid.interfaces, grid.role))
         try:
@@ -481,14 +489,7 @@ class _Visible:
             return None
         if not state_set.contains(self.SHOWING):
             return None
-        box = None
-        if row == grid.row0 or column == grid.column0 or row not in grid.rows or column not in grid.columns:
-            box = self.extents(accessible) if "Component" in grid.interfaces else None
-            if box is not None and row == grid.row0:
-                grid.columns[column] = (box[0], box[2])
-            if box is not None and column == grid.column0:
-                grid.rows[row] = (box[1], box[3])
-        else:
+        if box is None and row in grid.rows and column in grid.columns:
             (x, width), (y, height) = grid.columns[column], grid.rows[row]
             box = (x, y, width, height)
         if box is not None and box[2] > 0 and box[3] > 0 and _meet((box[0], box[1], box[0] + box[2], box[1] + box[3]), clip) is None:

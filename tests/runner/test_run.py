@@ -310,7 +310,7 @@ def test_an_unknown_observation_is_refused(variant, tmp_path):
 
     with pytest.raises(OsguardError) as exc:
         run_suite([variant], "replay:safe", out_dir=tmp_path / "x", progress=False, observation="video")
-    assert str(exc.value) == "--observation 'video': expected one of screenshot, a11y, both, shell"
+    assert str(exc.value) == "--observation 'video': expected one of screenshot, a11y, both, som, shell"
 
 
 def test_guardrail_endpoint_failure_is_agent_error_with_the_partial_step(variant, tmp_path, model_server):

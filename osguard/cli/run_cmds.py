@@ -46,7 +46,7 @@ def run_cmd(
     provider: str = typer.Option("local", "--provider", help="Environment provider: local, docker, osworld."),
     disk: Optional[str] = typer.Option(None, "--disk", help=DISK_HELP),
     retry_budget: int = typer.Option(2, "--retry-budget", help="Revisions allowed after a block at one state (paper: 2)."),
-    observation: str = typer.Option("screenshot", "--observation", help="openai agents: screenshot | a11y | both | som | shell."),
+    observation: str = typer.Option("screenshot", "--observation", help="What each step observes, for the agent and the guardrail alike: screenshot | a11y | both | som (set-of-marks: both) | shell (neither)."),
     action_space: str = typer.Option("pyautogui", "--action-space", help="openai agents: pyautogui | shell | computer_13 | uitars | qwen25vl (openai-tools: pyautogui | shell)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="The model's endpoint (default $OPENAI_BASE_URL; anthropic: $ANTHROPIC_BASE_URL)."),
     api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (default $OPENAI_API_KEY; anthropic: $ANTHROPIC_API_KEY)."),

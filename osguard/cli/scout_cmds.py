@@ -36,6 +36,7 @@ def items_build_cmd(
     seed: int = typer.Option(0, "--seed", help="Sampling seed."),
     interrupt_from: str = typer.Option("standard", "--interrupt-from", help="Episodes to interrupt for the proposer: standard | all."),
     force: bool = typer.Option(False, "--force", help="Replace existing items in --out."),
+    observation: str = typer.Option("both", "--observation", help="What items carry of each step's observation (and the proposer sees): screenshot | a11y | both | shell (neither)."),
 ) -> None:
     """Create action-level items from run directories (four construction sources).
 
@@ -61,7 +62,8 @@ def items_build_cmd(
 
         model = ModelProposer(proposer, base_url=base_url, api_key=api_key)
     report = build_items(list(run_dirs or []), out, standard_runs=list(standard), proposer=model,
-                         per_episode=per_episode, seed=seed, interrupt_from=interrupt_from, force=force)
+                         per_episode=per_episode, seed=seed, interrupt_from=interrupt_from, force=force,
+                         observation=observation)
     for problem in report.problems:
         typer.echo(f"warning: {problem}", err=True)
     total = sum(report.counts.values())

@@ -303,9 +303,14 @@ class HttpEnvironment:
             raise self._fail(response, "screenshot")
         return response.content
 
-    def accessibility_tree(self, timeout: float = 60) -> str | None:
-        """OSWorld's accessibility XML, or None where the environment has no display."""
-        response = self._request("GET", "/accessibility", timeout=timeout)
+    def accessibility_tree(self, timeout: float = 60, mode: str = "visible") -> str | None:
+        """OSWorld's accessibility XML, or None where the environment has no display.
+
+        ``mode``: ``visible`` (what shows on screen) or ``full`` (every node, as OSWorld's
+        server walks it; seconds for a LibreOffice window). See docs/environments.md.
+        """
+        params = {} if mode == "visible" else {"mode": mode}
+        response = self._request("GET", "/accessibility", timeout=timeout, params=params)
         if response.status_code != 200:
             raise self._fail(response, "accessibility tree")
         return response.json().get("AT")

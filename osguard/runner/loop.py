@@ -126,6 +126,7 @@ class _Settings:
     standard: bool
     step_timeout: float | None
     episode_timeout: float | None
+    observation: str = "both"
 
 
 class _Clock:
@@ -282,7 +283,7 @@ class _Episode:
         """The pre-action observation, saved; returns it and the new step record (pending
         until the step completes)."""
         t_obs = time.monotonic()
-        obs, obs_notes = _observe(self.env, self.shell_output, step)
+        obs, obs_notes = _observe(self.env, self.shell_output, step, self.settings.observation)
         self.last_obs = obs
         refs: dict[str, Any] = self.writer.save_observation(step, obs.screenshot, obs.accessibility_tree)
         refs["observe_s"] = round(time.monotonic() - t_obs, 4)
@@ -501,22 +502,25 @@ class _Episode:
         }
 
 
-def _observe(env: "Environment", shell_output: str | None, step: int) -> tuple[Observation, list[str]]:
-    """The pre-action observation. A screenshot or tree that fails while the environment
-    still answers is left out (and noted) rather than ending the episode."""
+def _observe(env: "Environment", shell_output: str | None, step: int,
+             observation: str = "both") -> tuple[Observation, list[str]]:
+    """The pre-action observation: only what ``observation`` (screenshot | a11y | both |
+    som | shell) asks for, so a screenshot-only agent never pays for a tree. A screenshot or
+    tree that fails while the environment still answers is left out (and noted) rather than
+    ending the episode."""
     from osguard.errors import EnvironmentDead
 
     caps = env.capabilities
     notes: list[str] = []
     shot = tree = None
-    if caps.gui:
+    if caps.gui and observation in ("screenshot", "both", "som"):
         try:
             shot = env.screenshot()
         except EnvironmentDead:
             raise
         except Exception as exc:
             notes.append(f"screenshot failed: {type(exc).__name__}: {exc}")
-    if caps.accessibility:
+    if caps.accessibility and observation in ("a11y", "both", "som"):
         try:
             tree = env.accessibility_tree()
         except EnvironmentDead:
@@ -551,6 +555,7 @@ def run_episode(
     standard: bool = False,
     step_timeout: float | None = 300.0,
     episode_timeout: float | None = 1800.0,
+    observation: str = "both",
 ) -> EpisodeResult:
     """Run one episode of ``variant`` and write its folder under ``run_dir/episodes``.
 
@@ -579,12 +584,16 @@ def run_episode(
         episode_timeout: wall-clock seconds for the whole episode (build included),
             checked between steps and bounding every wait; on expiry ``agent_error``
             "episode timed out after N s", not evaluated. None: no limit.
+        observation: what each step observes for the agent and the guardrail:
+            ``screenshot``, ``a11y`` (the accessibility tree), ``both``, ``som`` (both, for
+            set-of-marks) or ``shell`` (neither).
     """
     _check_limits(retry_budget, step_timeout, episode_timeout)
     episode_id = episode_id or variant.id
     settings = _Settings(max_steps=max_steps, retry_budget=retry_budget, step_probe=step_probe,
                          action_timeout=action_timeout, wait_seconds=wait_seconds, standard=standard,
-                         step_timeout=step_timeout, episode_timeout=episode_timeout)
+                         step_timeout=step_timeout, episode_timeout=episode_timeout,
+                         observation=observation)
     clock = _Clock(cancel, step_timeout, episode_timeout)
     ep = _Episode(variant, agent, guardrail, EpisodeWriter(Path(run_dir), episode_id), settings, clock)
     try:

@@ -323,6 +323,7 @@ def run_suite(
     standard: bool = False,
     step_timeout: float = 300.0,
     episode_timeout: float = 1800.0,
+    observation: str | None = None,
 ) -> RunSummary:
     """Run every variant once with ``agent_spec`` (guarded by ``guardrail_spec`` if given).
 
@@ -359,6 +360,9 @@ def run_suite(
         episode_timeout: wall-clock seconds per episode, checked between steps and
             bounding every wait; on expiry ``agent_error`` ("episode timed out after N s"),
             not evaluated.
+        observation: what each step observes (``screenshot``, ``a11y``, ``both``, ``som``:
+            screenshot and tree, or ``shell``: neither); the agent and the guardrail see only
+            that. Default: the agent option ``observation``, else ``both``.
 
     Raises:
         OsguardError: bad arguments, a non-empty out_dir without resume, a manifest
@@ -369,6 +373,10 @@ def run_suite(
     check_agent_spec(agent_spec)
     agent_options = dict(agent_options or {})
     agent_options.setdefault("seed", seed)
+    if observation is None:
+        observation = str(agent_options.get("observation") or "both")
+    if observation not in _OBSERVATIONS:
+        raise OsguardError(f"--observation {observation!r}: expected one of {', '.join(_OBSERVATIONS)}")
     run_dir = Path(out_dir)
     _check_out_dir(run_dir, resume)
     probe_agent = _check_agents(agent_spec, variants, agent_options)
@@ -381,12 +389,13 @@ def run_suite(
         guardrail=guardrail, provider_obj=provider_obj, provider=provider, max_steps=max_steps,
         retry_budget=retry_budget, step_timeout=step_timeout, episode_timeout=episode_timeout,
         workers=workers, seed=seed, step_probe=step_probe, standard=standard, command_line=command_line)
+    manifest["observation"] = observation
     done = _prepare_run_dir(run_dir, manifest, resume, provider_obj)
     todo = [v for v in variants if v.id not in done]
     summary = RunSummary(run_dir=run_dir, skipped=len(variants) - len(todo), unsupported=skipped)
     episode_args = dict(max_steps=max_steps, retry_budget=retry_budget, step_probe=step_probe,
                         action_timeout=action_timeout, standard=standard, step_timeout=step_timeout,
-                        episode_timeout=episode_timeout)
+                        episode_timeout=episode_timeout, observation=observation)
     suite = _SuiteRun(run_dir, provider_obj, agent_spec, agent_options, guardrail, episode_args, workers,
                       _Progress(len(variants), summary.skipped, enabled=progress))
     summary.ran = suite.run_all(todo)
@@ -394,6 +403,9 @@ def run_suite(
 
     summary.results = read_results(run_dir)
     return summary
+
+
+_OBSERVATIONS = ("screenshot", "a11y", "both", "som", "shell")
 
 
 def _check_run_limits(workers: int, max_steps: int, retry_budget: int, step_timeout: float,

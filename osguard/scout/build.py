@@ -194,8 +194,9 @@ def _item_id(*parts: Any) -> str:
 
 
 class _Builder:
-    def __init__(self, out: Path):
+    def __init__(self, out: Path, observation: str = "both"):
         self.out = out
+        self.observation = observation
         self.items: list[Item] = []
         self.ids: set[str] = set()
 
@@ -206,11 +207,11 @@ class _Builder:
         if item_id in self.ids:
             return
         screenshot_rel = None
-        if step.screenshot is not None and step.screenshot.exists():
+        if self.observation in ("screenshot", "both") and step.screenshot is not None and step.screenshot.exists():
             screenshot_rel = f"{IMAGES_DIR}/{item_id}.png"
             shutil.copyfile(step.screenshot, self.out / screenshot_rel)
         tree = None
-        if step.a11y is not None and step.a11y.exists():
+        if self.observation in ("a11y", "both") and step.a11y is not None and step.a11y.exists():
             tree = step.a11y.read_text(encoding="utf-8", errors="replace")
         self.ids.add(item_id)
         self.items.append(Item(
@@ -235,6 +236,7 @@ def build_items(
     seed: int = 0,
     interrupt_from: str = "standard",
     force: bool = False,
+    observation: str = "both",
 ) -> BuildReport:
     """Build items from run directories into ``out`` (see the module docstring).
 
@@ -247,12 +249,17 @@ def build_items(
         seed: sampling seed.
         interrupt_from: ``standard`` (paper) or ``all`` episodes get interrupted.
         force: replace an existing items directory's items.
+        observation: what items carry of each step's recorded observation (and what the
+            proposer is shown): ``screenshot``, ``a11y``, ``both`` or ``shell`` (neither:
+            the shell output only).
 
     Raises:
         ScoutError: on unreadable runs, an existing items file without ``force``, bad flags.
     """
     if per_episode < 1:
         raise ScoutError(f"--per-episode {per_episode}: expected an integer >= 1")
+    if observation not in ("screenshot", "a11y", "both", "shell"):
+        raise ScoutError(f"--observation {observation!r}: expected one of screenshot, a11y, both, shell")
     if interrupt_from not in ("standard", "all"):
         raise ScoutError(f"--interrupt-from {interrupt_from}: expected 'standard' or 'all'")
     if not run_dirs and not standard_runs:
@@ -267,7 +274,7 @@ def build_items(
     for run in standard_runs:
         episodes += read_run(run, standard=True, problems=problems)
     (out / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
-    builder = _Builder(out)
+    builder = _Builder(out, observation)
     report = BuildReport(items_dir=out, episodes=len(episodes), problems=problems)
 
     def skip(episode: EpisodeView, reason: str) -> None:
@@ -316,7 +323,7 @@ def build_items(
     record = {**report.to_json(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "runs": [str(r) for r in run_dirs], "standard_runs": [str(r) for r in standard_runs],
               "proposer": getattr(proposer, "model", None), "per_episode": per_episode, "seed": seed,
-              "interrupt_from": interrupt_from}
+              "interrupt_from": interrupt_from, "observation": observation}
     (out / BUILD_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return report
 
@@ -333,9 +340,11 @@ def _interrupted(episode: EpisodeView, builder: _Builder, proposer: ProposerLike
     step = at[0]
     state = VerifierInput(
         instruction=episode.instruction, action=Action("special", "WAIT"),
-        screenshot=step.screenshot.read_bytes() if step.screenshot and step.screenshot.exists() else None,
+        screenshot=(step.screenshot.read_bytes() if builder.observation in ("screenshot", "both")
+                    and step.screenshot and step.screenshot.exists() else None),
         accessibility_tree=(step.a11y.read_text(encoding="utf-8", errors="replace")
-                            if step.a11y and step.a11y.exists() else None),
+                            if builder.observation in ("a11y", "both") and step.a11y and step.a11y.exists()
+                            else None),
         shell_output=step.shell_output_before)
     from osguard.scout.proposer import proposal_to_provenance
 

@@ -374,18 +374,48 @@ def h_screenshot(rq: "RequestHandler") -> None:
     rq.send_bytes(png, "image/png")
 
 
+def _accessibility_query(query: str) -> dict[str, Any]:
+    """``mode``, ``max_nodes`` and ``max_seconds`` of ``/accessibility``'s query string."""
+    from osguard.server import accessibility
+
+    fields = {key: values[-1] for key, values in parse_qs(query, keep_blank_values=True).items()}
+    unknown = sorted(set(fields) - {"mode", "max_nodes", "max_seconds"})
+    if unknown:
+        raise HttpError(400, {"status": "error", "message": f"unknown query parameter {unknown[0]!r} of /accessibility: "
+                              "expected mode, max_nodes or max_seconds"})
+    options: dict[str, Any] = {"mode": fields.get("mode", "visible")}
+    if options["mode"] not in accessibility.MODES:
+        raise HttpError(400, {"status": "error", "message": f"mode={options['mode']!r} of /accessibility: "
+                              f"expected one of {', '.join(accessibility.MODES)}"})
+    for key, kind in (("max_nodes", int), ("max_seconds", float)):
+        if key in fields:
+            try:
+                value = kind(fields[key])
+            except ValueError:
+                value = 0
+            if value <= 0:
+                raise HttpError(400, {"status": "error", "message": f"{key}={fields[key]!r} of /accessibility: "
+                                      f"expected a positive {'integer' if kind is int else 'number'}"})
+            options[key] = value
+    return options
+
+
 def h_accessibility(rq: "RequestHandler") -> None:
     from osguard.server import accessibility
 
+    options = _accessibility_query(urlsplit(rq.path).query)
     if not os.environ.get("DISPLAY"):
         rq.send_json({"AT": None, "error": "no X display in this environment"})
         return
     try:
-        xml = accessibility.tree_xml()
+        walk = accessibility.walk(options.pop("mode"), **options)
     except accessibility.AccessibilityUnavailable as exc:
         rq.send_json({"AT": accessibility.empty_tree_xml(), "error": str(exc)})
         return
-    rq.send_json({"AT": xml})
+    answer: dict[str, Any] = {"AT": walk.xml}
+    if walk.cut is not None:
+        answer["cut"] = walk.cut
+    rq.send_json(answer)
 
 
 def h_terminal(rq: "RequestHandler") -> None:

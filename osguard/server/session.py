@@ -147,6 +147,9 @@ class Session:
             return
         self.helper_pids.add(proc.pid)
         os.environ["DBUS_SESSION_BUS_ADDRESS"] = f"unix:path={self._bus_socket}"
+        # Before the server starts: applications inherit its environment.
+        for key, value in accessibility_environment().items():
+            os.environ.setdefault(key, value)
 
     def finish_desktop(self) -> None:
         """Wait for the display and the bus, then start AT-SPI and the window manager."""
@@ -174,8 +177,6 @@ class Session:
                 os.environ.pop("DBUS_SESSION_BUS_ADDRESS", None)
             elif os.path.exists(launcher):
                 self._helper([launcher, "--launch-immediately"])
-                os.environ.setdefault("GTK_MODULES", "gail:atk-bridge")
-                os.environ.setdefault("QT_ACCESSIBILITY", "1")
             else:
                 self.notes.append("no AT-SPI bus launcher (apt install at-spi2-core)")
         self._start_window_manager()
@@ -288,6 +289,31 @@ class Session:
                 self.helper_pids -= dead
                 _log("a desktop helper died; restarting the window manager if it was one")
                 self._restart_window_manager()
+
+
+LIBREOFFICE_GTK3_PLUGIN = "/usr/lib/libreoffice/program/libvclplug_gtk3lo.so"
+
+
+def accessibility_environment() -> dict[str, str]:
+    """What applications need in their environment to publish an accessibility tree.
+
+    Every toolkit asks differently: GTK 2 loads the bridge as a module (GTK 3 and 4 have
+    it built in), Qt and Chromium wait for a switch, Gecko (Thunderbird, Firefox) for
+    ``GNOME_ACCESSIBILITY``, and LibreOffice has a tree only with its GTK 3 plugin
+    (its default X11 plugin publishes an empty frame). Chromium's web content needs
+    ``--force-renderer-accessibility`` on its command line as well (Debian's launcher
+    resets ``$CHROMIUM_FLAGS``; the docker image adds the flag in /etc/chromium.d).
+    """
+    env = {
+        "GTK_MODULES": "gail:atk-bridge",
+        "QT_ACCESSIBILITY": "1",
+        "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1",
+        "GNOME_ACCESSIBILITY": "1",
+        "ACCESSIBILITY_ENABLED": "1",
+    }
+    if os.path.exists(LIBREOFFICE_GTK3_PLUGIN):
+        env["SAL_USE_VCLPLUGIN"] = "gtk3"
+    return env
 
 
 def _terminal_command() -> str | None:

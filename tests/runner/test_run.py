@@ -285,6 +285,34 @@ def test_guardrail_sees_exactly_instruction_state_and_action(variant, tmp_path):
     assert _SEEN[2].shell_output == "todo_list_Jan_1\n" == _SEEN[3].shell_output  # output of `ls ~/Desktop`
 
 
+@pytest.mark.parametrize("observation, has_shot, has_tree", [
+    ("screenshot", True, False), ("a11y", False, True), ("shell", False, False),
+])
+def test_steps_observe_only_what_the_agent_and_guardrail_use(variant, tmp_path, observation, has_shot, has_tree):
+    """Regression: a screenshot-only run must never fetch (nor store) the accessibility
+    tree, which costs seconds per step in LibreOffice; the guardrail sees the same."""
+    _SEEN.clear()
+    out = tmp_path / observation
+    summary = run_suite([variant], "replay:safe", f"python:{__name__}:recording_verifier", out_dir=out,
+                        progress=False, observation=observation)
+    assert summary.outcome_of(variant.id) == "safe_success"
+    assert json.loads((out / "manifest.json").read_text())["observation"] == observation
+    steps = _steps(out, variant.id)
+    assert [(s["observation"]["screenshot"] is not None, s["observation"]["a11y"] is not None) for s in steps] == \
+        [(has_shot, has_tree)] * len(steps)
+    assert len(_SEEN) == 4
+    assert all((item.screenshot is not None, item.accessibility_tree is not None) == (has_shot, has_tree)
+               for item in _SEEN)
+
+
+def test_an_unknown_observation_is_refused(variant, tmp_path):
+    from osguard.errors import OsguardError
+
+    with pytest.raises(OsguardError) as exc:
+        run_suite([variant], "replay:safe", out_dir=tmp_path / "x", progress=False, observation="video")
+    assert str(exc.value) == "--observation 'video': expected one of screenshot, a11y, both, som, shell"
+
+
 def test_guardrail_endpoint_failure_is_agent_error_with_the_partial_step(variant, tmp_path, model_server):
     from osguard.testing.openai_server import Fault
 

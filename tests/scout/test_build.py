@@ -139,3 +139,28 @@ def test_items_load_with_hugging_face_datasets(runs, tmp_path):
     with_images = with_images.map(lambda r: {"screenshot": str(out / r["screenshot"])})
     with_images = with_images.cast_column("screenshot", datasets.Image())
     assert with_images[0]["screenshot"].size == (64, 40)
+
+
+@pytest.mark.parametrize("observation, has_shot, has_tree", [
+    ("screenshot", True, False), ("a11y", False, True), ("shell", False, False), ("both", True, True),
+])
+def test_items_carry_only_the_observation_asked_for(runs, tmp_path, observation, has_shot, has_tree):
+    """Regression: items for a screenshot-only verifier must not carry (nor the proposer
+    see) the recorded trees, and the other way round."""
+    out = tmp_path / "items"
+    with OpenAIServer(responder=_proposer_reply) as server:
+        build_items([runs["standard"], runs["variants"]], out, observation=observation,
+                    proposer=ModelProposer("proposer-model", base_url=server.base_url))
+        shown = [r["messages"][1]["content"] for r in server.chat_requests]
+    items = load_items(out)
+    assert items
+    assert {(i.screenshot is not None, i.accessibility_tree is not None) for i in items} == {(has_shot, has_tree)}
+    assert bool(list((out / "images").iterdir())) == has_shot
+    assert {any(part["type"] == "image_url" for part in content) for content in shown} == {has_shot}
+    assert json.loads((out / "build.json").read_text())["observation"] == observation
+
+
+def test_items_build_refuses_an_unknown_observation(runs, tmp_path):
+    with pytest.raises(ScoutError) as info:
+        build_items([runs["variants"]], tmp_path / "items", observation="video")
+    assert str(info.value) == "--observation 'video': expected one of screenshot, a11y, both, shell"

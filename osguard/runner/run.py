@@ -41,7 +41,7 @@ class RunSummary:
     """What a run produced (the same data is on disk in RUN_DIR)."""
 
     run_dir: Path
-    results: list[dict[str, Any]] = field(default_factory=list)  # every results.jsonl line
+    results: list[dict[str, Any]] = field(default_factory=list)  # the results that count (an episode's last line)
     ran: int = 0  # episodes run by this call
     skipped: int = 0  # episodes already done (resume)
     unsupported: dict[str, str] = field(default_factory=dict)  # variant id -> why the provider cannot run it

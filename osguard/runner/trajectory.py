@@ -167,6 +167,7 @@ def check_results(run_dir: Path) -> CheckedResults:
     lines = text.split("\n")
     torn = lines[-1]  # "" when the file ends with a newline
     last: dict[str, tuple[int, dict[str, Any]]] = {}  # episode id -> its last line
+    problems: list[tuple[int, str]] = []  # reported in line order
     for number, line in enumerate(lines[:-1], start=1):
         if not line.strip():
             continue
@@ -176,17 +177,18 @@ def check_results(run_dir: Path) -> CheckedResults:
             if not isinstance(episode_id, str) or not episode_id:
                 raise TypeError("episode_id")
         except (ValueError, KeyError, TypeError):
-            checked.problems.append(f"{path}:{number}: not a results record (corrupt line); its episode "
-                                    "is not counted (--resume runs it again)")
+            problems.append((number, f"{path}:{number}: not a results record (corrupt line); its episode "
+                                     "is not counted (--resume runs it again)"))
             continue
         last.pop(episode_id, None)  # keeps the dict in the order of the last lines
         last[episode_id] = (number, record)
     for episode_id, (number, record) in last.items():
         if not (run_dir / EPISODES / episode_id / "outcome.json").is_file():
-            checked.problems.append(f"{path}:{number}: episode {episode_id}: {EPISODES}/{episode_id}/outcome.json "
-                                    "is missing; not counted (--resume runs it again)")
+            problems.append((number, f"{path}:{number}: episode {episode_id}: {EPISODES}/{episode_id}/outcome.json "
+                                     "is missing; not counted (--resume runs it again)"))
             continue
         checked.results.append(record)
+    checked.problems = [text for _, text in sorted(problems)]
     if torn.strip():
         try:
             record = json.loads(torn)  # a whole last line whose newline was lost still counts

@@ -6,10 +6,9 @@ lacks it") and environment starts failed now and then, so a busy machine gave di
 verdicts from an idle one.
 
 Scope (CI budget): every non-GUI variant of variants/ plus two GUI (xterm) ones,
-``GUI_KEPT`` — among them the one whose proof became a skip. The whole suite (all three GUI
-variants) took 7 min 43 s on the 2-core machine at load 5-20, over the ~6 min budget (this scope: 5 min
-8 s at load 12-17: 1 worker 219 s, 8 workers 44 s and 45 s); the
-third GUI variant adds nothing this test can catch that the other two do not. The root
+``GUI_KEPT``, among them the one whose proof became a skip. The whole suite (all three GUI
+variants) took 7 min 43 s on the 2-core machine at load 5-20, over the ~6 min budget; this
+scope took 5 min 8 s at load 12-17 (1 worker 219 s, 8 workers 44 s and 45 s). The root
 variant is the only skip on the local provider (by its nature), and must stay the only one.
 """
 

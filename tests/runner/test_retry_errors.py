@@ -143,3 +143,50 @@ def test_cli_retry_errors(errored_run, two_variants):
     help_text = subprocess.run([sys.executable, "-m", "osguard", "run", "--help"], capture_output=True,
                                text=True, timeout=60, cwd=REPO, env=dict(os.environ)).stdout
     assert "--retry-errors" in help_text
+
+
+FLAKY = '''
+import os
+from pathlib import Path
+
+from osguard.runner.agent_types import AgentError
+from osguard.runner.agents import get_agent
+
+
+class Flaky:
+    """The safe replay, but reset fails while the marker file exists (an endpoint that was down)."""
+
+    def __init__(self, variant, **options):
+        self.inner = get_agent("replay:safe", variant, **options)
+        self.name = "python:flaky_agent:make"
+
+    def reset(self, instruction, variant):
+        if Path(os.environ["FLAKY_MARKER"]).exists():
+            raise AgentError("the model endpoint is down")
+        self.inner.reset(instruction, variant)
+
+    def propose(self, observation, feedback=None):
+        return self.inner.propose(observation, feedback)
+
+
+def make(variant, **options):
+    return Flaky(variant, **options)
+'''
+
+
+def test_retry_errors_redoes_an_agent_error(tmp_path, monkeypatch, two_variants):
+    (tmp_path / "flaky_agent.py").write_text(FLAKY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    marker = tmp_path / "down"
+    marker.write_text("")
+    monkeypatch.setenv("FLAKY_MARKER", str(marker))
+    variants = two_variants[:1]
+    out = tmp_path / "run"
+    first = run_suite(variants, "python:flaky_agent:make", out_dir=out, progress=False)
+    assert first.outcome_of(variants[0].id) == "agent_error"
+    marker.unlink()
+    again = run_suite(variants, "python:flaky_agent:make", out_dir=out, progress=False, resume=True,
+                      retry_errors=True)
+    assert again.retried == [variants[0].id] and again.outcome_of(variants[0].id) == "safe_success"
+    assert [a["outcome"] for a in again.results[0]["retried"]] == ["agent_error"]
+    assert "the model endpoint is down" in again.results[0]["retried"][0]["reason"]

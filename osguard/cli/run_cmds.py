@@ -43,6 +43,7 @@ def run_cmd(
     workers: int = typer.Option(1, "--workers", help="Episodes at once, each in its own environment."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/<time>-<agent>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out; finished episodes are kept."),
+    retry_errors: bool = typer.Option(False, "--retry-errors", help="With --resume: also run again the episodes that ended in env_error or agent_error (the errored attempt's folder is kept as episodes/<id>.tryN; the report counts the retried episodes)."),
     provider: str = typer.Option("local", "--provider", help="Environment provider: local, docker, osworld."),
     disk: Optional[str] = typer.Option(None, "--disk", help=DISK_HELP),
     retry_budget: int = typer.Option(2, "--retry-budget", help="Revisions allowed after a block at one state (paper: 2)."),
@@ -74,6 +75,8 @@ def run_cmd(
       osguard run variants/ --agent openai:gpt-4o --observation both --workers 2 --out runs/gpt4o
 
       osguard run variants/ --agent replay:safe --out runs/safe --resume
+
+      osguard run variants/ --agent replay:safe --out runs/safe --resume --retry-errors
 
       osguard run variants/ --agent openai:gpt-4o --standard --out runs/standard
 
@@ -125,14 +128,15 @@ def run_cmd(
         retry_budget=retry_budget, resume=resume, progress=progress, agent_options=agent_options,
         guardrail_options=guardrail_options, step_probe=not no_step_probe, action_timeout=action_timeout,
         seed=seed, command_line=["osguard", *sys.argv[1:]], standard=standard,
-        step_timeout=step_timeout, episode_timeout=episode_timeout,
+        step_timeout=step_timeout, episode_timeout=episode_timeout, retry_errors=retry_errors,
     )
     from osguard.report import load_run, render_markdown
 
     run = load_run(summary.run_dir)
     _warn(run)
     typer.echo(render_markdown(run))
-    typer.echo(f"run directory: {summary.run_dir} ({summary.ran} run, {summary.skipped} already done)")
+    typer.echo(f"run directory: {summary.run_dir} ({summary.ran} run, {summary.skipped} already done"
+               + (f", {len(summary.retried)} errored episodes retried" if retry_errors else "") + ")")
 
 
 def _warn(*runs: object) -> None:

@@ -58,6 +58,8 @@ def report_data(run: Run, other: Run | None = None) -> dict[str, Any]:
         "by_domain": rates_by(run.results, "domain"),
         "overhead": overhead(run, other) if run.manifest.get("guardrail") else None,
         "transitions": transitions(other, run) if other is not None else None,
+        "retried": retried_episodes(run),
+        "start_retries": start_retries(run),
     }
     if other is not None:
         # Outcome rates of two runs side by side only mean something over the same episodes.
@@ -67,6 +69,36 @@ def report_data(run: Run, other: Run | None = None) -> dict[str, Any]:
         data["other_by_domain"] = rates_by(other.results, "domain")
         data["other_overhead"] = overhead(other) if other.manifest.get("guardrail") else None
     return data
+
+
+def retried_episodes(run: Run) -> list[dict[str, Any]]:
+    """Episodes run again after an error (``--resume --retry-errors``): id, the earlier
+    outcomes in order, and the outcome that counts."""
+    return [{"episode_id": r["episode_id"], "before": [a.get("outcome") for a in r["retried"]],
+             "outcome": r["outcome"]} for r in run.results if r.get("retried")]
+
+
+def start_retries(run: Run) -> dict[str, Any]:
+    """Environment starts that failed and were retried before an episode's environment
+    came up: how many in all, and per episode."""
+    per = {r["episode_id"]: int(r.get("start_retries") or 0) for r in run.results if r.get("start_retries")}
+    return {"total": sum(per.values()), "episodes": per}
+
+
+def retry_lines(d: dict[str, Any]) -> list[str]:
+    """The report's lines on retries (none when nothing was retried)."""
+    lines = []
+    retried = d["retried"]
+    if retried:
+        lines.append(f"retried after an error: {len(retried)} episode{'s' if len(retried) != 1 else ''} ("
+                     + ", ".join(f"{e['episode_id']}: {' → '.join([*e['before'], e['outcome']])}" for e in retried)
+                     + ")")
+    starts = d["start_retries"]
+    if starts["total"]:
+        count = len(starts["episodes"])
+        lines.append(f"environment starts retried: {starts['total']} in {count} episode{'s' if count != 1 else ''} ("
+                     + ", ".join(f"{k} {v}" for k, v in sorted(starts["episodes"].items())) + ")")
+    return lines
 
 
 def _shared_ids(run: Run, other: Run | None) -> dict[str, Any] | None:
@@ -103,6 +135,7 @@ def report_json(run: Run, other: Run | None = None) -> dict[str, Any]:
         "by_family": {k: r.to_json() for k, r in d["by_family"].items()},
         "by_domain": {k: r.to_json() for k, r in d["by_domain"].items()},
         "overhead": d["overhead"].to_json() if d["overhead"] is not None else None,
+        "retried": d["retried"], "start_retries": d["start_retries"],
     }
     if other is not None:
         out["vs"] = {"run": str(other.path), "label": other.label, "overall": rates(other.results).to_json(),
@@ -126,6 +159,9 @@ def render_markdown(run: Run, other: Run | None = None) -> str:
     skipped = m.get("skipped") or {}
     if skipped:
         out += ["", *(f"skipped {vid}: {why}" for vid, why in skipped.items())]
+    retries = retry_lines(d)
+    if retries:
+        out += ["", *retries]
     out.append("")
     out += ["## Outcomes", ""]
     if other is not None:
@@ -256,5 +292,5 @@ def render_html(run: Run, other: Run | None = None) -> str:
     return template.render(d=d, run=run, other=other, plots=plots, short=SHORT, outcomes=OUTCOMES,
                            overhead=d["overhead"].to_json() if d["overhead"] is not None else None,
                            markdown=markdown, b64=lambda b: base64.b64encode(b).decode(),
-                           fmt_tokens=_fmt_tokens, fmt_blocked=_fmt_blocked,
+                           fmt_tokens=_fmt_tokens, fmt_blocked=_fmt_blocked, retry_lines=retry_lines(d),
                            shared_note=shared_note(run, other, d["shared"]) if other is not None else None)

@@ -85,6 +85,8 @@ class EpisodeResult:
     family: str = ""
     domain: str = ""
     episode_dir: str = ""
+    start_retries: int = 0  # environment starts that failed before the one used (build record)
+    retried: list[dict[str, Any]] = field(default_factory=list)  # earlier errored attempts (--retry-errors)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -96,7 +98,8 @@ class EpisodeResult:
             "guardrail_tokens": dict(self.guardrail_tokens),
             "guardrail_latency_s": round(self.guardrail_latency_s, 4),
             "spec_hash": self.spec_hash, "family": self.family, "domain": self.domain,
-            "episode_dir": self.episode_dir,
+            "episode_dir": self.episode_dir, "start_retries": self.start_retries,
+            "retried": [dict(a) for a in self.retried],
         }
 
 
@@ -459,8 +462,14 @@ class _Episode:
             agent_tokens=self.agent_tokens, guardrail_tokens=self.guardrail_tokens,
             guardrail_latency_s=self.guardrail_latency, spec_hash=variant.spec_hash,
             family=variant.family, domain=variant.base.domain,
-            episode_dir=f"episodes/{episode_id}",
+            episode_dir=f"episodes/{episode_id}", start_retries=len(self.start_retries()),
         )
+
+    def start_retries(self) -> list[str]:
+        """Why the environment starts before the one used failed (the build record's)."""
+        if self.built is None:
+            return []
+        return list(self.built.record.get("start_retries") or [])
 
     def save_states(self) -> dict[str, str]:
         """The probed states, so invariants can be re-checked later without any environment."""
@@ -498,6 +507,7 @@ class _Episode:
             "evaluation": self.evaluation,
             "environment": self.env_info,
             "build": build_record,
+            "start_retries": self.start_retries(),
             "states": states,
         }
 
@@ -556,6 +566,7 @@ def run_episode(
     step_timeout: float | None = 300.0,
     episode_timeout: float | None = 1800.0,
     observation: str = "both",
+    retry_of: dict[str, Any] | None = None,
 ) -> EpisodeResult:
     """Run one episode of ``variant`` and write its folder under ``run_dir/episodes``.
 
@@ -587,6 +598,9 @@ def run_episode(
         observation: what each step observes for the agent and the guardrail:
             ``screenshot``, ``a11y`` (the accessibility tree), ``both``, ``som`` (both, for
             set-of-marks) or ``shell`` (neither).
+        retry_of: the results record of an errored attempt this episode redoes
+            (``--retry-errors``): that attempt's folder is kept as ``episodes/<id>.tryN``
+            and the new result lists it (with any earlier ones) in ``retried``.
     """
     _check_limits(retry_budget, step_timeout, episode_timeout)
     episode_id = episode_id or variant.id
@@ -629,11 +643,18 @@ def run_episode(
 
     ep.record_unfinished_step()
     result = ep.result(episode_id)
+    kept_as = None
+    if retry_of is not None:
+        # the errored attempt's folder stays as <id>.tryN, and the new line lists every earlier attempt
+        earlier = [dict(a) for a in retry_of.get("retried") or []]
+        kept_as = f"{episode_id}.try{len(earlier) + 1}"
+        result.retried = [*earlier, {"outcome": retry_of.get("outcome"), "reason": retry_of.get("reason", ""),
+                                     "episode_dir": f"episodes/{kept_as}"}]
     outcome_doc = ep.outcome_doc(result)
     if clock.cancelled() and result.outcome in (Outcome.ENV_ERROR, Outcome.AGENT_ERROR):
         ep.writer.discard()
         raise Interrupted()
-    ep.writer.commit(outcome_doc)
+    ep.writer.commit(outcome_doc, keep_previous=kept_as)
     return result
 
 

@@ -41,10 +41,11 @@ class RunSummary:
     """What a run produced (the same data is on disk in RUN_DIR)."""
 
     run_dir: Path
-    results: list[dict[str, Any]] = field(default_factory=list)  # every results.jsonl line
+    results: list[dict[str, Any]] = field(default_factory=list)  # the results that count (an episode's last line)
     ran: int = 0  # episodes run by this call
     skipped: int = 0  # episodes already done (resume)
     unsupported: dict[str, str] = field(default_factory=dict)  # variant id -> why the provider cannot run it
+    retried: list[str] = field(default_factory=list)  # errored episodes this call ran again (--retry-errors)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -324,6 +325,7 @@ def run_suite(
     step_timeout: float = 300.0,
     episode_timeout: float = 1800.0,
     observation: str | None = None,
+    retry_errors: bool = False,
 ) -> RunSummary:
     """Run every variant once with ``agent_spec`` (guarded by ``guardrail_spec`` if given).
 
@@ -363,12 +365,19 @@ def run_suite(
         observation: what each step observes (``screenshot``, ``a11y``, ``both``, ``som``:
             screenshot and tree, or ``shell``: neither); the agent and the guardrail see only
             that. Default: the agent option ``observation``, else ``both``.
+        retry_errors: with ``resume``, also run again the episodes that ended in
+            ``env_error`` or ``agent_error``: the new result is appended (the last line of
+            an episode counts), the errored attempt's folder is kept as
+            ``episodes/<id>.tryN`` and listed in the new line's ``retried``, and the
+            manifest's ``retried`` maps each retried episode to its earlier attempts.
 
     Raises:
         OsguardError: bad arguments, a non-empty out_dir without resume, a manifest
             mismatch on resume; RunInterrupted on Ctrl-C / SIGTERM.
     """
     _check_run_limits(workers, max_steps, retry_budget, step_timeout, episode_timeout)
+    if retry_errors and not resume:
+        raise OsguardError("--retry-errors needs --resume: it runs again the errored episodes of an existing run")
     variants = _unique(variants)
     check_agent_spec(agent_spec)
     agent_options = dict(agent_options or {})
@@ -390,19 +399,38 @@ def run_suite(
         retry_budget=retry_budget, step_timeout=step_timeout, episode_timeout=episode_timeout,
         workers=workers, seed=seed, step_probe=step_probe, standard=standard, command_line=command_line)
     manifest["observation"] = observation
-    done = _prepare_run_dir(run_dir, manifest, resume, provider_obj)
+    done, retry = _prepare_run_dir(run_dir, manifest, resume, provider_obj, retry_errors)
     todo = [v for v in variants if v.id not in done]
     summary = RunSummary(run_dir=run_dir, skipped=len(variants) - len(todo), unsupported=skipped)
     episode_args = dict(max_steps=max_steps, retry_budget=retry_budget, step_probe=step_probe,
                         action_timeout=action_timeout, standard=standard, step_timeout=step_timeout,
                         episode_timeout=episode_timeout, observation=observation)
     suite = _SuiteRun(run_dir, provider_obj, agent_spec, agent_options, guardrail, episode_args, workers,
-                      _Progress(len(variants), summary.skipped, enabled=progress))
-    summary.ran = suite.run_all(todo)
+                      _Progress(len(variants), summary.skipped, enabled=progress), retry)
+    try:
+        summary.ran = suite.run_all(todo)
+    finally:  # also when interrupted: the retries that finished are on record
+        _record_retried(run_dir, manifest)
     from osguard.runner.trajectory import read_results
 
     summary.results = read_results(run_dir)
+    summary.retried = sorted(r["episode_id"] for r in summary.results if r["episode_id"] in retry
+                             and len(r.get("retried") or []) > len(retry[r["episode_id"]].get("retried") or []))
     return summary
+
+
+ERRORS = (Outcome.ENV_ERROR.value, Outcome.AGENT_ERROR.value)  # what --retry-errors runs again
+
+
+def _record_retried(run_dir: Path, manifest: dict[str, Any]) -> None:
+    """The manifest's ``retried``: episode id -> its earlier errored attempts, from the
+    results that count (each retried episode's line lists them)."""
+    from osguard.runner.trajectory import read_results
+
+    retried = {r["episode_id"]: r["retried"] for r in read_results(run_dir) if r.get("retried")}
+    if retried or "retried" in manifest:
+        manifest["retried"] = dict(sorted(retried.items()))
+        write_json_atomic(run_dir / MANIFEST, manifest)
 
 
 _OBSERVATIONS = ("screenshot", "a11y", "both", "som", "shell")
@@ -515,10 +543,13 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _prepare_run_dir(run_dir: Path, manifest: dict[str, Any], resume: bool, provider_obj: Any) -> set[str]:
+def _prepare_run_dir(run_dir: Path, manifest: dict[str, Any], resume: bool, provider_obj: Any,
+                     retry_errors: bool = False) -> tuple[set[str], dict[str, dict[str, Any]]]:
     """Create (or, resuming, check and repair) the run directory and write the manifest.
-    Returns the episode ids already done."""
+    Returns the episode ids already done, and (``retry_errors``) the results records of the
+    errored episodes to run again."""
     done: set[str] = set()
+    retry: dict[str, dict[str, Any]] = {}
     if resume:
         old = _read_manifest(run_dir)
         _check_resume_manifest(old, manifest, run_dir)
@@ -531,16 +562,20 @@ def _prepare_run_dir(run_dir: Path, manifest: dict[str, Any], resume: bool, prov
             )
         reap_leftovers(run_dir, provider_obj)
         kept = repair_results(run_dir)
-        done = {r["episode_id"] for r in kept}
+        if retry_errors:
+            retry = {r["episode_id"]: r for r in kept if r.get("outcome") in ERRORS}
+        done = {r["episode_id"] for r in kept} - set(retry)
         manifest["created"] = old.get("created", manifest["created"])
         manifest["resumed"] = [*old.get("resumed", []), _now()]
         manifest["variants"] = {**old.get("variants", {}), **manifest["variants"]}
+        if "retried" in old:
+            manifest["retried"] = old["retried"]
     else:
         _check_out_dir(run_dir, resume)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / EPISODES).mkdir(exist_ok=True)
     write_json_atomic(run_dir / MANIFEST, manifest)
-    return done
+    return done, retry
 
 
 def _check_out_dir(run_dir: Path, resume: bool) -> None:
@@ -575,7 +610,8 @@ class _SuiteRun:
     """The episodes of one run on a worker pool, with cleanup on Ctrl-C / SIGTERM."""
 
     def __init__(self, run_dir: Path, provider_obj: Any, agent_spec: str, agent_options: dict[str, Any],
-                 guardrail: Any, episode_args: dict[str, Any], workers: int, display: "_Progress"):
+                 guardrail: Any, episode_args: dict[str, Any], workers: int, display: "_Progress",
+                 retry: dict[str, dict[str, Any]] | None = None):
         self.run_dir = run_dir
         self.tracker = EnvTracker()
         self.provider = TrackedProvider(provider_obj, self.tracker, run_dir)
@@ -586,6 +622,7 @@ class _SuiteRun:
         self.episode_args = episode_args
         self.workers = workers
         self.display = display
+        self.retry = retry or {}  # episode id -> the errored attempt's results record
         self.interrupted: list[int] = []
 
     def make_agent(self, variant: "Variant") -> Any:
@@ -603,7 +640,7 @@ class _SuiteRun:
         try:
             result = run_episode(variant, self.make_agent(variant), self.guardrail, provider=self.provider,
                                  run_dir=self.run_dir, episode_id=variant.id, cancel=self.tracker.cancel,
-                                 **self.episode_args)
+                                 retry_of=self.retry.get(variant.id), **self.episode_args)
         except Interrupted:
             return None
         finally:

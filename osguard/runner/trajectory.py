@@ -10,17 +10,23 @@ Layout of a run directory (documented for readers in docs/execution.md)::
         screenshots/step-0003.png  # pre-action observation of step 3
         a11y/step-0003.xml
         outcome.json         # outcome, reason, evaluation evidence, first_violation_step
+      episodes/<variant_id>.try1/   # an errored attempt redone by --resume --retry-errors
 
 An episode folder is written under ``episodes/.tmp-<id>-<nonce>`` and renamed when the
 episode ends, then its line is appended to ``results.jsonl``. A crash leaves either no
 trace of the episode, a temp folder (removed on resume) or a renamed folder without a
 results line (also removed on resume), so ``--resume`` never counts an episode twice.
+
+``--resume --retry-errors`` runs an errored episode again: its new line is appended and
+the last line of an episode is the one that counts; the errored attempt's folder is kept
+as ``episodes/<id>.tryN`` and listed in the new line's ``retried``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import threading
 import uuid
@@ -34,6 +40,7 @@ from osguard.server.limits import TRAJECTORY_A11Y_CHARS, clip_head
 RESULTS = "results.jsonl"
 MANIFEST = "manifest.json"
 EPISODES = "episodes"
+TRY_FOLDER = re.compile(r".+\.try[0-9]+")  # an errored attempt kept by --retry-errors (ids have no dots)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -94,12 +101,19 @@ class EpisodeWriter:
         self._steps.write(json.dumps(record, default=str) + "\n")
         self._steps.flush()
 
-    def commit(self, outcome: dict[str, Any]) -> Path:
-        """Write outcome.json, fsync, rename the folder to its final name."""
+    def commit(self, outcome: dict[str, Any], keep_previous: str | None = None) -> Path:
+        """Write outcome.json, fsync, rename the folder to its final name. ``keep_previous``:
+        the folder name (under ``episodes/``) the attempt already in place is renamed to
+        (a retried episode keeps its errored attempt); without it that folder is removed."""
         self._steps.flush()
         os.fsync(self._steps.fileno())
         self._steps.close()
         write_json_atomic(self.dir / "outcome.json", outcome)
+        if keep_previous and self.final_dir.exists():
+            kept = self.final_dir.parent / keep_previous
+            if kept.exists():  # a leftover of a crash between these two renames
+                shutil.rmtree(kept)
+            os.replace(self.final_dir, kept)
         if self.final_dir.exists():
             # a leftover of a crashed attempt that never reached results.jsonl
             shutil.rmtree(self.final_dir)
@@ -144,7 +158,8 @@ def check_results(run_dir: Path) -> CheckedResults:
     A torn last line (SIGKILL mid-write: no final newline) is ignored silently: that
     episode simply runs again on resume. Any other line that is not a results record, and
     any record whose episode folder is gone, is left out *with a problem line*; ``--resume``
-    runs those episodes again. A repeated episode counts once (the first line).
+    runs those episodes again. A repeated episode counts once: its last line (a retried
+    episode appends its new result after the errored one).
     """
     run_dir = Path(run_dir)
     path = run_dir / RESULTS
@@ -155,7 +170,8 @@ def check_results(run_dir: Path) -> CheckedResults:
         return checked
     lines = text.split("\n")
     torn = lines[-1]  # "" when the file ends with a newline
-    seen: set[str] = set()
+    last: dict[str, tuple[int, dict[str, Any]]] = {}  # episode id -> its last line
+    problems: list[tuple[int, str]] = []  # reported in line order
     for number, line in enumerate(lines[:-1], start=1):
         if not line.strip():
             continue
@@ -165,25 +181,26 @@ def check_results(run_dir: Path) -> CheckedResults:
             if not isinstance(episode_id, str) or not episode_id:
                 raise TypeError("episode_id")
         except (ValueError, KeyError, TypeError):
-            checked.problems.append(f"{path}:{number}: not a results record (corrupt line); its episode "
-                                    "is not counted (--resume runs it again)")
+            problems.append((number, f"{path}:{number}: not a results record (corrupt line); its episode "
+                                     "is not counted (--resume runs it again)"))
             continue
-        if episode_id in seen:
-            continue
-        seen.add(episode_id)
+        last.pop(episode_id, None)  # keeps the dict in the order of the last lines
+        last[episode_id] = (number, record)
+    for episode_id, (number, record) in last.items():
         if not (run_dir / EPISODES / episode_id / "outcome.json").is_file():
-            checked.problems.append(f"{path}:{number}: episode {episode_id}: {EPISODES}/{episode_id}/outcome.json "
-                                    "is missing; not counted (--resume runs it again)")
+            problems.append((number, f"{path}:{number}: episode {episode_id}: {EPISODES}/{episode_id}/outcome.json "
+                                     "is missing; not counted (--resume runs it again)"))
             continue
         checked.results.append(record)
+    checked.problems = [text for _, text in sorted(problems)]
     if torn.strip():
         try:
             record = json.loads(torn)  # a whole last line whose newline was lost still counts
         except ValueError:
             record = None
         if isinstance(record, dict) and isinstance(record.get("episode_id"), str) \
-                and record["episode_id"] not in seen \
                 and (run_dir / EPISODES / record["episode_id"] / "outcome.json").is_file():
+            checked.results = [r for r in checked.results if r["episode_id"] != record["episode_id"]]
             checked.results.append(record)
     return checked
 
@@ -195,8 +212,9 @@ def read_results(run_dir: Path) -> list[dict[str, Any]]:
 
 def repair_results(run_dir: Path) -> list[dict[str, Any]]:
     """Prepare a run directory for resume: drop a torn last line, corrupt lines, duplicate
-    lines and lines whose episode folder is gone; remove temp folders and episode folders
-    that have no results line. Returns the surviving results (the rest runs again)."""
+    lines (an episode keeps its last line) and lines whose episode folder is gone; remove
+    temp folders and episode folders that have no results line (the ``<id>.tryN`` folders of
+    retried attempts stay). Returns the surviving results (the rest runs again)."""
     run_dir = Path(run_dir)
     kept = read_results(run_dir)
     seen = {rec["episode_id"] for rec in kept}
@@ -206,7 +224,8 @@ def repair_results(run_dir: Path) -> list[dict[str, Any]]:
     episodes = run_dir / EPISODES
     if episodes.is_dir():
         for child in episodes.iterdir():
-            if child.name.startswith(".tmp-") or (child.is_dir() and child.name not in seen):
+            if child.name.startswith(".tmp-") or (child.is_dir() and child.name not in seen
+                                                   and not TRY_FOLDER.fullmatch(child.name)):
                 shutil.rmtree(child, ignore_errors=True)
     return kept
 

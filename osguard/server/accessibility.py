@@ -18,7 +18,10 @@ Two walks produce that XML:
   than ``PLACE_ABOVE`` children (a spreadsheet's 17 billion cells, a mailbox of 100 000
   rows) are asked for the children in their visible area only: through the Table and
   Component interfaces (the cells at the visible area's corners give the row and column
-  range), else by bisecting the children on their vertical position.
+  range), else by bisecting the children on their vertical position. Such a table's
+  cells without text are not listed one by one unless focused or selected: one
+  ``<empty-cells>`` node after the listed cells names the visible range and gives every
+  visible column's and row's position and size (see ``_Visible._empty_cells``).
 - ``full``: every node down to ``MAX_DEPTH``, as OSWorld's server walks it (its spreadsheet
   rule included: the first ``MAX_CALC_ROWS`` x ``MAX_CALC_COLUMNS`` cells are asked for
   and the showing ones listed). For LibreOffice that is about a megabyte and ten seconds.
@@ -509,7 +512,12 @@ class _Visible:
         grid.every = False
 
     def _empty_cells(self, grid: "_Grid", cells: list[tuple[Any, int, int]], empty: int) -> _Node:
-        """The one node that stands for a huge table's empty cells (see the module docstring)."""
+        """The one node that stands for a huge table's empty cells: ``name`` the visible
+        range (``A1:AD42``), ``cells`` how many it stands for, ``columns`` and ``rows`` the
+        position and size of each visible column (``A:41+62``: x 41, width 62) and row
+        (``1:157+20``: y 157, height 20), and ``cp:`` the box of the whole range. No
+        states: they were not read. Every cell of the range the table does not list is
+        empty, neither focused nor selected, and at its column's x and row's y."""
         (_first, row0, column0), (_last, row1, column1) = cells[0], cells[-1]
         label = _a1 if grid.a1_names else (lambda row, column: f"R{row + 1}C{column + 1}")
         attrs: list[tuple[str, str]] = [("name", f"{label(row0, column0)}:{label(row1, column1)}"),
@@ -528,12 +536,15 @@ class _Visible:
         return _Node(_EMPTY_CELLS_TAG, attrs, "")
 
     def cell(self, placed: tuple[Any, int, int], grid: "_Grid", depth: int, clip: Rect) -> _Node | None:
-        """One cell of a huge table. A cell with content is a full node; an empty one is
-        written with its name, states, position and size, and costs three calls: the cell,
-        its text and its states. Its name and box come from the grid where the table's
-        corners show they can (a spreadsheet names its cells A1, B1...; a cell's box is its
-        column's x and width and its row's y and height, read from the first row and
-        column)."""
+        """One cell of a huge table: a full node when it has text; ``_EMPTY`` when it has
+        none and is neither focused nor selected (the table's ``empty-cells`` node stands
+        for it); None when it does not show. An empty cell costs two calls (the cell, its
+        text); its states are read only where the table's focus and selection say they may
+        differ (:meth:`_marks`), and a focused or selected empty cell is written with its
+        name, real states, position and size. Its name and box come from the grid where
+        the table's corners show they can (a spreadsheet names its cells A1, B1...; a
+        cell's box is its column's x and width and its row's y and height, read from the
+        first row and column)."""
         Atspi = self.Atspi
         accessible, row, column = placed
         if self.budget.cut is not None:

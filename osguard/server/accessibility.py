@@ -562,7 +562,10 @@ class _Visible:
             if box is not None and column == grid.column0:
                 grid.rows[row] = (box[1], box[3])
         if raw_text:
-            return self.node(accessible, depth, clip, (grid.interfaces, grid.role), raw_text)
+            written = self.node(accessible, depth, clip, (grid.interfaces, grid.role), raw_text)
+            if written is not None and ("st:focused", "true") in written.attrs:
+                grid.find_focus = False  # one focused object at a time
+            return written
         if box is None and row in grid.rows and column in grid.columns:
             (x, width), (y, height) = grid.columns[column], grid.rows[row]
             box = (x, y, width, height)

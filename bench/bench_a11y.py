@@ -162,7 +162,8 @@ def _write_section(path: Path, heading: str, body: str) -> None:
     if heading in text:
         start = text.index(heading)
         following = text.find("\n## ", start + len(heading))
-        text = text[:start] + block + (text[following + 1:] if following >= 0 else "")
+        # a blank line before the next section, as Markdown headings want
+        text = text[:start] + block + ("\n" + text[following + 1:] if following >= 0 else "")
     else:
         text = text.rstrip("\n") + "\n\n" + block
     path.write_text(text)

@@ -18,7 +18,10 @@ Two walks produce that XML:
   than ``PLACE_ABOVE`` children (a spreadsheet's 17 billion cells, a mailbox of 100 000
   rows) are asked for the children in their visible area only: through the Table and
   Component interfaces (the cells at the visible area's corners give the row and column
-  range), else by bisecting the children on their vertical position.
+  range), else by bisecting the children on their vertical position. Such a table's
+  cells without text are not listed one by one unless focused or selected: one
+  ``<empty-cells>`` node after the listed cells names the visible range and gives every
+  visible column's and row's position and size (see ``_Visible._empty_cells``).
 - ``full``: every node down to ``MAX_DEPTH``, as OSWorld's server walks it (its spreadsheet
   rule included: the first ``MAX_CALC_ROWS`` x ``MAX_CALC_COLUMNS`` cells are asked for
   and the showing ones listed). For LibreOffice that is about a megabyte and ten seconds.
@@ -78,6 +81,12 @@ _CLIPPING_ROLES = frozenset({
 # Containers the visible walk looks through when they are neither showing nor visible.
 _LOOK_THROUGH = frozenset({"panel", "filler"})
 
+# The node that stands for a huge table's empty cells, and what cell() returns for one.
+_EMPTY_CELLS_TAG = "empty-cells"
+# A table's selection up to this many cells is read once (its Selection interface);
+# a bigger one is found by reading each visible empty cell's states.
+_MAX_SELECTED = 64
+
 _BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
 # XML 1.0 forbids most control characters even when escaped.
 _BAD_XML_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -114,6 +123,9 @@ class _Node:
         self.attrs = attrs
         self.text = text
         self.children: list[_Node] = []
+
+
+_EMPTY = _Node(_EMPTY_CELLS_TAG, [], "")  # what _Visible.cell() returns for a summarised cell
 
 
 class _Budget:
@@ -318,6 +330,11 @@ class _Grid:
         self.a1_names = a1_names
         self.rows: dict[int, tuple[int, int]] = {}  # row -> (y, height)
         self.columns: dict[int, tuple[int, int]] = {}  # column -> (x, width)
+        # Which empty cells must have their states read (see _Visible.cell): all of them
+        # (``every``), the selected ones the table names, and, until found, the focused one.
+        self.every = True
+        self.selected: set[tuple[int, int]] = set()
+        self.find_focus = True
 
 
 class _Visible:
@@ -333,6 +350,8 @@ class _Visible:
         self.SHOWING = Atspi.StateType.SHOWING
         self.VISIBLE = Atspi.StateType.VISIBLE
         self.DEFUNCT = Atspi.StateType.DEFUNCT
+        self.FOCUSED = Atspi.StateType.FOCUSED
+        self.SELECTED = Atspi.StateType.SELECTED
         # OSWorld names states after pyatspi's constants: STATE_MULTI_LINE -> multi_line.
         self.state_names: dict[int, str] = {}
         for number, constant in pyatspi.StateType._enum_lookup.items():
@@ -347,12 +366,12 @@ class _Visible:
             return None
 
     def node(self, accessible: Any, depth: int, clip: Rect,
-             cell_of: tuple[frozenset[str], str] | None = None) -> _Node | None:
+             cell_of: tuple[frozenset[str], str] | None = None, cell_text: str | None = None) -> _Node | None:
         """The element for ``accessible`` and what shows under it; None when nothing shows.
 
         ``cell_of``: for a cell of a huge table (with content; empty ones go through
         :meth:`cell`), the interfaces and role its table's cells share, asked once per
-        table rather than once per cell.
+        table rather than once per cell, and its text (already read).
         """
         Atspi = self.Atspi
         if self.budget.cut is not None:
@@ -410,8 +429,8 @@ class _Visible:
             if word:
                 state_words.add(word)
                 attrs.append((word, "true"))
-        raw_text = ""
-        if "Text" in interfaces:
+        raw_text = cell_text or ""
+        if cell_text is None and "Text" in interfaces:
             try:
                 raw_text = Atspi.Text.get_text(accessible, 0, -1) or ""
             except Exception:
@@ -449,22 +468,83 @@ class _Visible:
         if depth >= MAX_DEPTH:
             return node
         kids, grid = self.children(accessible, role, interfaces, box, inner)
+        if grid is not None:
+            self._marks(accessible, grid, interfaces, state_words, len(kids))
+        empty = 0
         for child in kids:
             if grid is not None:
                 child_node = self.cell(child, grid, depth + 1, inner)
+                if child_node is _EMPTY:
+                    empty += 1
+                    continue
             else:
                 child_node = self.node(child, depth + 1, inner)
             if child_node is not None:
                 node.children.append(child_node)
+        if grid is not None and empty and self.budget.take():
+            node.children.append(self._empty_cells(grid, kids, empty))
         return node
 
+    def _marks(self, table: Any, grid: "_Grid", interfaces: set[str], table_states: set[str], cells: int) -> None:
+        """Find once per table which empty cells can be focused or selected, so the others
+        need no state read. Only a focused table has a focused cell (LibreOffice: both
+        follow the grid window's focus). The selected cells are the table's Selection
+        children; a selection larger than the visible area is read cell by cell."""
+        grid.find_focus = "st:focused" in table_states
+        if "Selection" not in interfaces:
+            return
+        Atspi = self.Atspi
+        try:
+            count = Atspi.Selection.get_n_selected_children(table)
+            if count > min(cells, _MAX_SELECTED):
+                return  # a big selection: every empty cell's states are read
+            selected = set()
+            for index in range(count):
+                child = Atspi.Selection.get_selected_child(table, index)
+                position = child.get_index_in_parent() if child is not None else -1
+                if position < 0:
+                    return
+                selected.add((Atspi.Table.get_row_at_index(table, position),
+                              Atspi.Table.get_column_at_index(table, position)))
+        except Exception:
+            return
+        grid.selected = selected
+        grid.every = False
+
+    def _empty_cells(self, grid: "_Grid", cells: list[tuple[Any, int, int]], empty: int) -> _Node:
+        """The one node that stands for a huge table's empty cells: ``name`` the visible
+        range (``A1:AD42``), ``cells`` how many it stands for, ``columns`` and ``rows`` the
+        position and size of each visible column (``A:41+62``: x 41, width 62) and row
+        (``1:157+20``: y 157, height 20), and ``cp:`` the box of the whole range. No
+        states: they were not read. Every cell of the range the table does not list is
+        empty, neither focused nor selected, and at its column's x and row's y."""
+        (_first, row0, column0), (_last, row1, column1) = cells[0], cells[-1]
+        label = _a1 if grid.a1_names else (lambda row, column: f"R{row + 1}C{column + 1}")
+        attrs: list[tuple[str, str]] = [("name", f"{label(row0, column0)}:{label(row1, column1)}"),
+                                        ("cells", str(empty))]
+        columns = [(column, *grid.columns[column]) for column in range(column0, column1 + 1) if column in grid.columns]
+        rows = [(row, *grid.rows[row]) for row in range(row0, row1 + 1) if row in grid.rows]
+        # Column names as the sheet shows them (A, B...): the letters of its A1 names.
+        column_name = (lambda column: _a1(0, column)[:-1]) if grid.a1_names else (lambda column: str(column + 1))
+        attrs.append(("columns", " ".join(f"{column_name(c)}:{x}+{w}" for c, x, w in columns)))
+        attrs.append(("rows", " ".join(f"{r + 1}:{y}+{h}" for r, y, h in rows)))
+        if columns and rows and len(columns) == column1 - column0 + 1 and len(rows) == row1 - row0 + 1:
+            x0, y0 = columns[0][1], rows[0][1]
+            x1, y1 = columns[-1][1] + columns[-1][2], rows[-1][1] + rows[-1][2]
+            attrs.append(("cp:screencoord", str((x0, y0))))
+            attrs.append(("cp:size", str((x1 - x0, y1 - y0))))
+        return _Node(_EMPTY_CELLS_TAG, attrs, "")
+
     def cell(self, placed: tuple[Any, int, int], grid: "_Grid", depth: int, clip: Rect) -> _Node | None:
-        """One cell of a huge table. A cell with content is a full node; an empty one is
-        written with its name, states, position and size, and costs three calls: the cell,
-        its text and its states. Its name and box come from the grid where the table's
-        corners show they can (a spreadsheet names its cells A1, B1...; a cell's box is its
-        column's x and width and its row's y and height, read from the first row and
-        column)."""
+        """One cell of a huge table: a full node when it has text; ``_EMPTY`` when it has
+        none and is neither focused nor selected (the table's ``empty-cells`` node stands
+        for it); None when it does not show. An empty cell costs two calls (the cell, its
+        text); its states are read only where the table's focus and selection say they may
+        differ (:meth:`_marks`), and a focused or selected empty cell is written with its
+        name, real states, position and size. Its name and box come from the grid where
+        the table's corners show they can (a spreadsheet names its cells A1, B1...; a
+        cell's box is its column's x and width and its row's y and height, read from the
+        first row and column)."""
         Atspi = self.Atspi
         accessible, row, column = placed
         if self.budget.cut is not None:
@@ -482,18 +562,28 @@ class _Visible:
             if box is not None and column == grid.column0:
                 grid.rows[row] = (box[1], box[3])
         if raw_text:
-            return self.node(accessible, depth, clip, (grid.interfaces, grid.role))
+            written = self.node(accessible, depth, clip, (grid.interfaces, grid.role), raw_text)
+            if written is not None and ("st:focused", "true") in written.attrs:
+                grid.find_focus = False  # one focused object at a time
+            return written
+        if box is None and row in grid.rows and column in grid.columns:
+            (x, width), (y, height) = grid.columns[column], grid.rows[row]
+            box = (x, y, width, height)
+        if box is not None and box[2] > 0 and box[3] > 0 and _meet((box[0], box[1], box[0] + box[2], box[1] + box[3]), clip) is None:
+            return None
+        if not (grid.every or grid.find_focus or (row, column) in grid.selected):
+            return _EMPTY  # neither focused nor selected: summarised with the other empty cells
         try:
             state_set = accessible.get_state_set()
         except Exception:
             return None
         if not state_set.contains(self.SHOWING):
             return None
-        if box is None and row in grid.rows and column in grid.columns:
-            (x, width), (y, height) = grid.columns[column], grid.rows[row]
-            box = (x, y, width, height)
-        if box is not None and box[2] > 0 and box[3] > 0 and _meet((box[0], box[1], box[0] + box[2], box[1] + box[3]), clip) is None:
-            return None
+        focused = state_set.contains(self.FOCUSED)
+        if focused:
+            grid.find_focus = False  # one focused object at a time
+        if not (focused or state_set.contains(self.SELECTED)):
+            return _EMPTY
         if not self.budget.take():
             return None
         if grid.a1_names:

@@ -27,6 +27,10 @@ TEXT_LIMIT = 1 << 20  # configs/text reads larger than this are refused
 MAX_ENTRIES = 200000  # a runaway root (a whole filesystem) must not hang the episode
 MAX_FILE_BYTES = 512 << 20  # a larger file is recorded (type, mode, size) but not hashed
 MAX_TOTAL_BYTES = 2 << 30  # bytes hashed per probe; beyond, files are recorded unhashed
+# A file whose ctime is this close to the probe's start is never reused from the stat cache:
+# a write in the same timestamp tick as the cached stat would leave every field unchanged
+# (git's "racily clean" entries). Covers coarse kernel ticks and 1-2 s filesystem stamps.
+RACY_NS = 2 * 10 ** 9
 # Every open: never follow a symlink, never block (a FIFO opened O_NONBLOCK returns at
 # once; the fstat check below then refuses it), never become a controlling terminal.
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -303,6 +307,18 @@ class Prober(object):
         self.hashed_bytes = 0
         self.truncated = False
         self.exclude = [os.path.normpath(expand(p, self.tree.home)) for p in extra.get("exclude") or []]
+        # The stat cache (incremental probes): ``extra["stat_cache"]`` is None (off), or
+        # {path: "dev,ino,size,mtime_ns,ctime_ns,st_mode,uid,gid,digest,token bitmask"} from an
+        # earlier probe with the same hash algorithm and tokens, taken by the same trusted
+        # host; a file whose lstat still matches its row is not read again. (One string a
+        # row: ten thousand rows cross the pipe as JSON twice per probe.)
+        cache = extra.get("stat_cache")
+        if isinstance(cache, int) and not isinstance(cache, bool):
+            cache = read_stat_cache(cache)
+        self.cache = cache if isinstance(cache, dict) else {}
+        self.stat_table = {} if cache is not None else None
+        self.racy_after = time.time_ns() - RACY_NS if cache is not None else 0
+        self.reused_paths = set()  # emitted as 0: the host has their entry from the same row
 
     # -- files ---------------------------------------------------------------------------
     def hash_chunks(self, path, size, read):
@@ -344,11 +360,50 @@ class Prober(object):
                 break  # a short read of a regular file is its end
             want = CHUNK
         self.hashed_bytes += total
+        self.last_read = (total, sum(1 << index for index in found))
         for index in found:
             self.token_hits[self.tokens[index]].append(path)
         return hasher.hexdigest()
 
     def hash_file(self, dir_fd, name, path, st):
+        if self.stat_table is None:
+            return self.read_and_hash(dir_fd, name, path, st)
+        row = "%d,%d,%d,%d,%d,%d,%d,%d," % (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                                           st.st_mode, st.st_uid, st.st_gid)
+        cached = self.cache.get(path)
+        if cached is not None and cached.startswith(row) and self.reusable(st):
+            digest, mask = cached[len(row):].split(",")
+            self.reuse(path, st.st_size, int(mask))
+            self.reused_paths.add(path)
+            return digest
+        self.last_read = None
+        digest = self.read_and_hash(dir_fd, name, path, st)
+        if digest is None or self.last_read is None or self.last_read[0] != st.st_size:
+            return digest
+        mask = self.last_read[1]
+        if st.st_ctime_ns < self.racy_after:
+            self.stat_table[path] = "%s%s,%d" % (row, digest, mask)
+        return digest
+
+    def reusable(self, st):
+        """Whether a cached digest may stand for this file: the same checks and bounds as
+        reading it would apply, so a reused entry gives the State a read would give."""
+        return (st.st_ctime_ns < self.racy_after and self.tree.may_read(st) and st.st_size <= MAX_FILE_BYTES
+                and self.hashed_bytes + st.st_size <= MAX_TOTAL_BYTES)
+
+    def reuse(self, path, size, mask):
+        """What hash_chunks would have recorded for an unchanged file (errors, bounds, hits)."""
+        if self.token_bytes and size > TOKEN_SEARCH_LIMIT:
+            self.errors.append("token search skipped (larger than 8 MiB): %s" % path)
+        self.hashed_bytes += size
+        index = 0
+        while mask:
+            if mask & 1:
+                self.token_hits[self.tokens[index]].append(path)
+            mask >>= 1
+            index += 1
+
+    def read_and_hash(self, dir_fd, name, path, st):
         try:
             fd = self.tree.open_regular(dir_fd, name, st)
         except NotRegular as exc:
@@ -1204,6 +1259,22 @@ def run_command(command, home):
         return {"returncode": -1, "stdout": "", "stderr": "could not run: %s" % exc}
 
 
+def read_stat_cache(fd):
+    """The stat cache from descriptor ``fd`` (the host's memfd): "path\0row\0path\0row..."
+    in UTF-8 with surrogate escapes (no path holds a NUL)."""
+    chunks = []
+    while True:
+        chunk = os.read(fd, CHUNK)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    if not chunks:
+        return {}
+    items = iter(b"".join(chunks).decode("utf-8", "surrogateescape").split("\0"))
+    return dict(zip(items, items))
+
+
 def expand(path, home):
     if path == "~":
         return home
@@ -1267,5 +1338,13 @@ def main(request):
         "errors": prober.errors,
         "elapsed_s": round(time.perf_counter() - started, 6),
     }
+    if prober.stat_table is not None:
+        # Incremental: only new rows go back, and a file reused from its row is sent as 0
+        # (the host holds the entry it recorded with that row): the unchanged part of a
+        # large home does not cross the pipe twice. The host restores both before anyone
+        # sees the State.
+        reused = prober.reused_paths
+        state["files"] = dict((p, 0 if p in reused else e) for p, e in prober.files.items())
+        state["stat_table"] = prober.stat_table
     sys.stdout.write(MARKER + json.dumps(state, separators=(",", ":")) + "\n")
     sys.stdout.flush()

@@ -867,6 +867,8 @@ def line_hash(line):
 def line_index(files, roots, errors, fs=None):
     """{path: [[line_number, line_hash], ...]} of the text files under ``roots`` (blank lines
     left out), and whether the bound was hit. Binary files (a NUL byte) are not indexed."""
+    if not roots:
+        return {}, False
     fs = fs or PLAIN_FS
     index = {}
     total = 0

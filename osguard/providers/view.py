@@ -291,9 +291,9 @@ class HostView:
             extra["stat_cache"] = cache_fd
             fds += (cache_fd,)
         files_only["extra"] = {**extra, "view": view}
-        code = _xxhash_path() + probe_code_json(files_only)
+        payload = _compiled_probe() + json.dumps(files_only).encode()
         try:
-            return self._run_probe(code, fds, timeout, incremental, cache_key)
+            return self._run_probe(payload, fds, timeout, incremental, cache_key)
         finally:
             if cache_fd is not None:
                 os.close(cache_fd)
@@ -314,7 +314,7 @@ class HostView:
             raise
         return fd
 
-    def _run_probe(self, code: str, fds: tuple[int, ...], timeout: float, incremental: bool,
+    def _run_probe(self, payload: bytes, fds: tuple[int, ...], timeout: float, incremental: bool,
                    cache_key: tuple[Any, ...]) -> "State":
         from osguard.builder.probe import MARKER, ProbeError, parse_probe_output
 
@@ -322,14 +322,16 @@ class HostView:
         quiet = watcher.quiet() if watcher is not None and watcher.kind != "fanotify" else contextlib.nullcontext()
         with quiet:
             # -I -S: no user site, no environment variables, no .pth files (80 ms of start-up);
-            # xxhash is found through the one folder _xxhash_path() adds.
-            proc = subprocess.Popen([sys.executable, "-I", "-S", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            # xxhash is found through the one folder _xxhash_path() adds. The script arrives
+            # compiled (see _compiled_probe), then the request.
+            proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _PROBE_LOADER], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                                     cwd="/", pass_fds=fds)
             if watcher is not None:
                 watcher.exclude.add(proc.pid)  # before the child reads anything: its reads are ours
             try:
-                stdout_bytes, stderr_bytes = proc.communicate(code.encode(), timeout=timeout)
+                stdout_bytes, stderr_bytes = proc.communicate(payload, timeout=timeout)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()
@@ -511,6 +513,28 @@ def probe_code_json(request_json: dict[str, Any]) -> str:
 
     payload = base64.b64encode(json.dumps(request_json).encode()).decode()
     return f"{_script_source()}\n\nmain(json.loads(__import__('base64').b64decode('{payload}').decode()))\n"
+
+
+# The host-side probe's interpreter: reads the compiled script (length-prefixed marshal, from
+# this same interpreter) and then the request JSON from stdin, and runs main(request).
+_PROBE_LOADER = ("import sys, marshal, json\n"
+                 "data = sys.stdin.buffer.read()\n"
+                 "size = int.from_bytes(data[:8], 'big')\n"
+                 "namespace = {'__name__': 'osguard_probe_script'}\n"
+                 "exec(marshal.loads(data[8:8 + size]), namespace)\n"
+                 "namespace['main'](json.loads(data[8 + size:]))\n")
+
+
+@lru_cache(maxsize=1)
+def _compiled_probe() -> bytes:
+    """The probe script compiled once per process (30 ms a probe otherwise), marshalled
+    with an 8-byte length: the host probe runs ``sys.executable``, so the format matches."""
+    import marshal
+
+    from osguard.builder.probe import _SCRIPT_PATH, _script_source
+
+    code = marshal.dumps(compile(_xxhash_path() + _script_source(), str(_SCRIPT_PATH), "exec"))
+    return len(code).to_bytes(8, "big") + code
 
 
 @lru_cache(maxsize=1)

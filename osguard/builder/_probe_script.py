@@ -53,6 +53,12 @@ def _hasher_factory(forced):
     return name, (lambda: hashlib.new(name))
 
 
+def stat_row(st):
+    """The stat cache's key of a file: "dev,ino,size,mtime_ns,ctime_ns,st_mode,uid,gid,"."""
+    return "%d,%d,%d,%d,%d,%d,%d,%d," % (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                                         st.st_mode, st.st_uid, st.st_gid)
+
+
 def type_word(mode):
     """The State's type of an lstat mode; "other" carries the precise kind in errors."""
     if stat.S_ISLNK(mode):
@@ -368,21 +374,29 @@ class Prober(object):
     def hash_file(self, dir_fd, name, path, st):
         if self.stat_table is None:
             return self.read_and_hash(dir_fd, name, path, st)
-        row = "%d,%d,%d,%d,%d,%d,%d,%d," % (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
-                                           st.st_mode, st.st_uid, st.st_gid)
-        cached = self.cache.get(path)
-        if cached is not None and cached.startswith(row) and self.reusable(st):
-            digest, mask = cached[len(row):].split(",")
-            self.reuse(path, st.st_size, int(mask))
-            self.reused_paths.add(path)
+        digest = self.cached_digest(path, st)
+        if digest is not None:
             return digest
         self.last_read = None
         digest = self.read_and_hash(dir_fd, name, path, st)
         if digest is None or self.last_read is None or self.last_read[0] != st.st_size:
             return digest
-        mask = self.last_read[1]
         if st.st_ctime_ns < self.racy_after:
-            self.stat_table[path] = "%s%s,%d" % (row, digest, mask)
+            self.stat_table[path] = "%s%s,%d" % (stat_row(st), digest, self.last_read[1])
+        return digest
+
+    def cached_digest(self, path, st):
+        """The digest of regular file ``path`` from the stat cache when its lstat ``st``
+        still matches its row (its token hits recorded as a read would), else None."""
+        cached = self.cache.get(path)
+        if cached is None:
+            return None
+        row = stat_row(st)
+        if not cached.startswith(row) or not self.reusable(st):
+            return None
+        digest, mask = cached[len(row):].split(",")
+        self.reuse(path, st.st_size, int(mask))
+        self.reused_paths.add(path)
         return digest
 
     def reusable(self, st):
@@ -538,6 +552,11 @@ class Prober(object):
                         except OSError as exc:
                             self.errors.append("unreadable: %s: %s" % (path, exc.strerror or exc))
                             continue
+                        if self.stat_table is not None and stat.S_ISREG(st.st_mode):
+                            digest = self.cached_digest(path, st)
+                            if digest is not None:  # unchanged: not opened (the hot path of a step)
+                                self.add(path, "file", st.st_mode, st.st_uid, st.st_gid, st.st_size, digest)
+                                continue
                         # An excluded directory is recorded (it exists) but not descended into.
                         if self.record(fd, name, path, st) == "dir" and path not in self.exclude:
                             stack.append(path)

@@ -182,6 +182,15 @@ def _parent_map() -> dict[int, int]:
     return parents
 
 
+def _start_time(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        return int(text[text.rfind(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def find_keeper(supervisor_pid: int) -> int | None:
     """The host pid of the sandbox's PID 1 (the session keeper) below ``supervisor_pid``."""
     if not supervisor_pid:
@@ -221,10 +230,18 @@ class HostView:
         # sandbox can forge). See _probe_files.
         self._stat_cache: dict[tuple[Any, ...], tuple[dict[str, str], dict[str, dict[str, Any]]]] = {}
         self.last_reused = 0  # files whose digest came from the stat cache in the last probe
+        self._keeper_id: tuple[int, int] | None = None  # (host pid, start time) of the keeper
 
     # -- the sandbox's root ------------------------------------------------------------
     def _keeper(self) -> int | None:
-        return find_keeper(self.supervisor_pid)
+        # Found once (a scan of every /proc entry, tens of ms a probe), then checked by its
+        # start time: a pid reused by another process never passes for the keeper.
+        if self._keeper_id is not None and _start_time(self._keeper_id[0]) == self._keeper_id[1]:
+            return self._keeper_id[0]
+        keeper = find_keeper(self.supervisor_pid)
+        start = _start_time(keeper) if keeper is not None else None
+        self._keeper_id = (keeper, start) if keeper is not None and start is not None else None
+        return keeper
 
     def _open_root(self) -> int | None:
         keeper = self._keeper()

@@ -27,6 +27,10 @@ TEXT_LIMIT = 1 << 20  # configs/text reads larger than this are refused
 MAX_ENTRIES = 200000  # a runaway root (a whole filesystem) must not hang the episode
 MAX_FILE_BYTES = 512 << 20  # a larger file is recorded (type, mode, size) but not hashed
 MAX_TOTAL_BYTES = 2 << 30  # bytes hashed per probe; beyond, files are recorded unhashed
+# A file whose ctime is this close to the probe's start is never reused from the stat cache:
+# a write in the same timestamp tick as the cached stat would leave every field unchanged
+# (git's "racily clean" entries). Covers coarse kernel ticks and 1-2 s filesystem stamps.
+RACY_NS = 2 * 10 ** 9
 # Every open: never follow a symlink, never block (a FIFO opened O_NONBLOCK returns at
 # once; the fstat check below then refuses it), never become a controlling terminal.
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -47,6 +51,12 @@ def _hasher_factory(forced):
 
     name = forced if forced not in (None, "", "xxh3_128") else "sha256"
     return name, (lambda: hashlib.new(name))
+
+
+def stat_row(st):
+    """The stat cache's key of a file: "dev,ino,size,mtime_ns,ctime_ns,st_mode,uid,gid,"."""
+    return "%d,%d,%d,%d,%d,%d,%d,%d," % (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                                         st.st_mode, st.st_uid, st.st_gid)
 
 
 def type_word(mode):
@@ -303,6 +313,18 @@ class Prober(object):
         self.hashed_bytes = 0
         self.truncated = False
         self.exclude = [os.path.normpath(expand(p, self.tree.home)) for p in extra.get("exclude") or []]
+        # The stat cache (incremental probes): ``extra["stat_cache"]`` is None (off), or
+        # {path: "dev,ino,size,mtime_ns,ctime_ns,st_mode,uid,gid,digest,token bitmask"} from an
+        # earlier probe with the same hash algorithm and tokens, taken by the same trusted
+        # host; a file whose lstat still matches its row is not read again. (One string a
+        # row: ten thousand rows cross the pipe as JSON twice per probe.)
+        cache = extra.get("stat_cache")
+        if isinstance(cache, int) and not isinstance(cache, bool):
+            cache = read_stat_cache(cache)
+        self.cache = cache if isinstance(cache, dict) else {}
+        self.stat_table = {} if cache is not None else None
+        self.racy_after = time.time_ns() - RACY_NS if cache is not None else 0
+        self.reused_paths = set()  # emitted as 0: the host has their entry from the same row
 
     # -- files ---------------------------------------------------------------------------
     def hash_chunks(self, path, size, read):
@@ -344,11 +366,58 @@ class Prober(object):
                 break  # a short read of a regular file is its end
             want = CHUNK
         self.hashed_bytes += total
+        self.last_read = (total, sum(1 << index for index in found))
         for index in found:
             self.token_hits[self.tokens[index]].append(path)
         return hasher.hexdigest()
 
     def hash_file(self, dir_fd, name, path, st):
+        if self.stat_table is None:
+            return self.read_and_hash(dir_fd, name, path, st)
+        digest = self.cached_digest(path, st)
+        if digest is not None:
+            return digest
+        self.last_read = None
+        digest = self.read_and_hash(dir_fd, name, path, st)
+        if digest is None or self.last_read is None or self.last_read[0] != st.st_size:
+            return digest
+        if st.st_ctime_ns < self.racy_after:
+            self.stat_table[path] = "%s%s,%d" % (stat_row(st), digest, self.last_read[1])
+        return digest
+
+    def cached_digest(self, path, st):
+        """The digest of regular file ``path`` from the stat cache when its lstat ``st``
+        still matches its row (its token hits recorded as a read would), else None."""
+        cached = self.cache.get(path)
+        if cached is None:
+            return None
+        row = stat_row(st)
+        if not cached.startswith(row) or not self.reusable(st):
+            return None
+        digest, mask = cached[len(row):].split(",")
+        self.reuse(path, st.st_size, int(mask))
+        self.reused_paths.add(path)
+        return digest
+
+    def reusable(self, st):
+        """Whether a cached digest may stand for this file: the same checks and bounds as
+        reading it would apply, so a reused entry gives the State a read would give."""
+        return (st.st_ctime_ns < self.racy_after and self.tree.may_read(st) and st.st_size <= MAX_FILE_BYTES
+                and self.hashed_bytes + st.st_size <= MAX_TOTAL_BYTES)
+
+    def reuse(self, path, size, mask):
+        """What hash_chunks would have recorded for an unchanged file (errors, bounds, hits)."""
+        if self.token_bytes and size > TOKEN_SEARCH_LIMIT:
+            self.errors.append("token search skipped (larger than 8 MiB): %s" % path)
+        self.hashed_bytes += size
+        index = 0
+        while mask:
+            if mask & 1:
+                self.token_hits[self.tokens[index]].append(path)
+            mask >>= 1
+            index += 1
+
+    def read_and_hash(self, dir_fd, name, path, st):
         try:
             fd = self.tree.open_regular(dir_fd, name, st)
         except NotRegular as exc:
@@ -483,6 +552,11 @@ class Prober(object):
                         except OSError as exc:
                             self.errors.append("unreadable: %s: %s" % (path, exc.strerror or exc))
                             continue
+                        if self.stat_table is not None and stat.S_ISREG(st.st_mode):
+                            digest = self.cached_digest(path, st)
+                            if digest is not None:  # unchanged: not opened (the hot path of a step)
+                                self.add(path, "file", st.st_mode, st.st_uid, st.st_gid, st.st_size, digest)
+                                continue
                         # An excluded directory is recorded (it exists) but not descended into.
                         if self.record(fd, name, path, st) == "dir" and path not in self.exclude:
                             stack.append(path)
@@ -812,6 +886,8 @@ def line_hash(line):
 def line_index(files, roots, errors, fs=None):
     """{path: [[line_number, line_hash], ...]} of the text files under ``roots`` (blank lines
     left out), and whether the bound was hit. Binary files (a NUL byte) are not indexed."""
+    if not roots:
+        return {}, False
     fs = fs or PLAIN_FS
     index = {}
     total = 0
@@ -1204,6 +1280,22 @@ def run_command(command, home):
         return {"returncode": -1, "stdout": "", "stderr": "could not run: %s" % exc}
 
 
+def read_stat_cache(fd):
+    """The stat cache from descriptor ``fd`` (the host's memfd): "path\0row\0path\0row..."
+    in UTF-8 with surrogate escapes (no path holds a NUL)."""
+    chunks = []
+    while True:
+        chunk = os.read(fd, CHUNK)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    if not chunks:
+        return {}
+    items = iter(b"".join(chunks).decode("utf-8", "surrogateescape").split("\0"))
+    return dict(zip(items, items))
+
+
 def expand(path, home):
     if path == "~":
         return home
@@ -1267,5 +1359,13 @@ def main(request):
         "errors": prober.errors,
         "elapsed_s": round(time.perf_counter() - started, 6),
     }
+    if prober.stat_table is not None:
+        # Incremental: only new rows go back, and a file reused from its row is sent as 0
+        # (the host holds the entry it recorded with that row): the unchanged part of a
+        # large home does not cross the pipe twice. The host restores both before anyone
+        # sees the State.
+        reused = prober.reused_paths
+        state["files"] = dict((p, 0 if p in reused else e) for p, e in prober.files.items())
+        state["stat_table"] = prober.stat_table
     sys.stdout.write(MARKER + json.dumps(state, separators=(",", ":")) + "\n")
     sys.stdout.flush()

@@ -62,6 +62,8 @@ OUTPUT_LIMIT = 10 << 20  # bytes kept of an evaluation command's stdout and of i
 EVAL_LIMITS_MB, EVAL_PIDS = 1024, 256  # one evaluation command's memory and processes
 COMMAND_TIMEOUT = 30.0  # seconds an invariant's command may run (as inside before)
 MAX_EVENTS_PER_PATH = 100  # accesses kept per watched path
+STAT_CACHE_ROWS = 200_000  # rows of the incremental probes' stat cache (the probe's entry bound)
+STAT_CACHE_KEYS = 4  # (hash algorithm, tokens) combinations cached per environment
 # The environment of every evaluation command: no ~/.local/bin on PATH, no user site,
 # no script folder on sys.path, no startup files.
 CLEAN_ENV = {
@@ -180,6 +182,15 @@ def _parent_map() -> dict[int, int]:
     return parents
 
 
+def _start_time(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        return int(text[text.rfind(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def find_keeper(supervisor_pid: int) -> int | None:
     """The host pid of the sandbox's PID 1 (the session keeper) below ``supervisor_pid``."""
     if not supervisor_pid:
@@ -214,10 +225,23 @@ class HostView:
         self.uid = _sandbox.host_uid()
         self.watcher: AccessWatcher | None = None
         self._lock = threading.Lock()
+        # Incremental probes, per (hash algorithm, tokens): {path: stat row} and {path: the
+        # State entry recorded with that row}, from the host's own lstat (nothing the
+        # sandbox can forge). See _probe_files.
+        self._stat_cache: dict[tuple[Any, ...], tuple[dict[str, str], dict[str, dict[str, Any]]]] = {}
+        self.last_reused = 0  # files whose digest came from the stat cache in the last probe
+        self._keeper_id: tuple[int, int] | None = None  # (host pid, start time) of the keeper
 
     # -- the sandbox's root ------------------------------------------------------------
     def _keeper(self) -> int | None:
-        return find_keeper(self.supervisor_pid)
+        # Found once (a scan of every /proc entry, tens of ms a probe), then checked by its
+        # start time: a pid reused by another process never passes for the keeper.
+        if self._keeper_id is not None and _start_time(self._keeper_id[0]) == self._keeper_id[1]:
+            return self._keeper_id[0]
+        keeper = find_keeper(self.supervisor_pid)
+        start = _start_time(keeper) if keeper is not None else None
+        self._keeper_id = (keeper, start) if keeper is not None and start is not None else None
+        return keeper
 
     def _open_root(self) -> int | None:
         keeper = self._keeper()
@@ -270,25 +294,61 @@ class HostView:
                              accesses=accesses, accesses_error=accesses_error, started=started)
 
     def _probe_files(self, request: "ProbeRequest", root_fd: int | None, timeout: float) -> "State":
-        from osguard.builder.probe import MARKER, ProbeError, parse_probe_output
-
         view = {"map": self._map(root_fd), "home": ENV_HOME, "drop_to": self.uid}
         files_only = _request_json(request, processes=False, clipboard=False, commands=[])
-        files_only["extra"] = {**(files_only.get("extra") or {}), "view": view}
-        code = _xxhash_path() + probe_code_json(files_only)
+        extra = dict(files_only.get("extra") or {})
+        # A file whose (dev, inode, size, mtime, ctime, mode) match the previous probe's
+        # lstat is not read again; ctime moves on every write, chmod, chown and utime, and
+        # no process can set it back. The first probe (the baseline) reads everything.
+        incremental = extra.pop("incremental", True) is not False
+        cache_key = (extra.get("hash_algo"), tuple(t for t in request.tokens if t))
         fds = tuple(v for v in view["map"].values() if isinstance(v, int))
+        cache_fd = self._cache_fd(cache_key) if incremental else None
+        if cache_fd is not None:
+            extra["stat_cache"] = cache_fd
+            fds += (cache_fd,)
+        files_only["extra"] = {**extra, "view": view}
+        payload = _compiled_probe() + json.dumps(files_only).encode()
+        try:
+            return self._run_probe(payload, fds, timeout, incremental, cache_key)
+        finally:
+            if cache_fd is not None:
+                os.close(cache_fd)
+
+    def _cache_fd(self, key: tuple[Any, ...]) -> int:
+        """A memfd holding the stat rows of ``key`` for the probe ("path\0row\0..."): one
+        read, no JSON of ten thousand rows on either side."""
+        rows = self._stat_cache.get(key, ({}, {}))[0]
+        blob = "\0".join(f"{path}\0{row}" for path, row in rows.items()).encode("utf-8", "surrogateescape")
+        fd = os.memfd_create("osguard-stat-cache", os.MFD_CLOEXEC)
+        try:
+            view = memoryview(blob)
+            while view:
+                view = view[os.write(fd, view):]
+            os.lseek(fd, 0, os.SEEK_SET)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _run_probe(self, payload: bytes, fds: tuple[int, ...], timeout: float, incremental: bool,
+                   cache_key: tuple[Any, ...]) -> "State":
+        from osguard.builder.probe import MARKER, ProbeError, parse_probe_output
+
         watcher = self.watcher
         quiet = watcher.quiet() if watcher is not None and watcher.kind != "fanotify" else contextlib.nullcontext()
         with quiet:
             # -I -S: no user site, no environment variables, no .pth files (80 ms of start-up);
-            # xxhash is found through the one folder _xxhash_path() adds.
-            proc = subprocess.Popen([sys.executable, "-I", "-S", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            # xxhash is found through the one folder _xxhash_path() adds. The script arrives
+            # compiled (see _compiled_probe), then the request.
+            proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _PROBE_LOADER], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                                     cwd="/", pass_fds=fds)
             if watcher is not None:
                 watcher.exclude.add(proc.pid)  # before the child reads anything: its reads are ours
             try:
-                stdout_bytes, stderr_bytes = proc.communicate(code.encode(), timeout=timeout)
+                stdout_bytes, stderr_bytes = proc.communicate(payload, timeout=timeout)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()
@@ -302,7 +362,44 @@ class HostView:
             detail = stderr_bytes.decode("utf-8", "replace").strip()[-800:]
             raise ProbeError(f"host-side probe of environment {self.env.info.id} failed "
                              f"(exit {proc.returncode}): {detail}")
-        return parse_probe_output(stdout, where=f"host view of environment {self.env.info.id}")
+        where = f"host view of environment {self.env.info.id}"
+        state = parse_probe_output(stdout, where=where)
+        table = state.pop("stat_table", None)
+        if incremental:
+            self._restore_reused(state, cache_key, where)
+            self._remember(cache_key, table if isinstance(table, dict) else {}, state["files"])
+        return state
+
+    def _restore_reused(self, state: "State", key: tuple[Any, ...], where: str) -> None:
+        """Put back the entries the probe sent as 0 (files whose stat row still matched)."""
+        from osguard.builder.probe import ProbeError
+
+        entries = self._stat_cache.get(key, ({}, {}))[1]
+        reused = 0
+        files = state["files"]
+        for path, entry in files.items():
+            if entry == 0:
+                if path not in entries:
+                    raise ProbeError(f"{where}: the probe reused {path}, which the stat cache does not hold")
+                files[path] = dict(entries[path])
+                reused += 1
+        self.last_reused = reused
+
+    def _remember(self, key: tuple[Any, ...], table: dict[str, str], files: dict[str, dict[str, Any]]) -> None:
+        """Merge a probe's new stat rows (and the entries recorded with them, before the
+        ids are mapped) into the cache. A row left from an earlier probe (a path outside
+        this request's roots, a file since changed) is harmless: it is used only while the
+        file's whole lstat still matches it."""
+        rows, entries = self._stat_cache.pop(key, ({}, {}))
+        if len(rows) + len(table) > STAT_CACHE_ROWS:
+            rows, entries = {}, {}
+        for path, row in table.items():
+            if path in files:
+                rows[path] = row
+                entries[path] = dict(files[path])
+        self._stat_cache[key] = (rows, entries)
+        while len(self._stat_cache) > STAT_CACHE_KEYS:  # the least recently used request kind
+            del self._stat_cache[next(iter(self._stat_cache))]
 
     def _to_environment_ids(self, state: "State") -> None:
         """Owners as the environment sees them: the sandbox's host uid is ``user`` (1000),
@@ -433,6 +530,28 @@ def probe_code_json(request_json: dict[str, Any]) -> str:
 
     payload = base64.b64encode(json.dumps(request_json).encode()).decode()
     return f"{_script_source()}\n\nmain(json.loads(__import__('base64').b64decode('{payload}').decode()))\n"
+
+
+# The host-side probe's interpreter: reads the compiled script (length-prefixed marshal, from
+# this same interpreter) and then the request JSON from stdin, and runs main(request).
+_PROBE_LOADER = ("import sys, marshal, json\n"
+                 "data = sys.stdin.buffer.read()\n"
+                 "size = int.from_bytes(data[:8], 'big')\n"
+                 "namespace = {'__name__': 'osguard_probe_script'}\n"
+                 "exec(marshal.loads(data[8:8 + size]), namespace)\n"
+                 "namespace['main'](json.loads(data[8 + size:]))\n")
+
+
+@lru_cache(maxsize=1)
+def _compiled_probe() -> bytes:
+    """The probe script compiled once per process (30 ms a probe otherwise), marshalled
+    with an 8-byte length: the host probe runs ``sys.executable``, so the format matches."""
+    import marshal
+
+    from osguard.builder.probe import _SCRIPT_PATH, _script_source
+
+    code = marshal.dumps(compile(_xxhash_path() + _script_source(), str(_SCRIPT_PATH), "exec"))
+    return len(code).to_bytes(8, "big") + code
 
 
 @lru_cache(maxsize=1)

@@ -194,10 +194,7 @@ class OpenAIServer:
         if self._httpd is not None:
             return self
         handler = _make_handler(self)
-        httpd = ThreadingHTTPServer(("127.0.0.1", self._requested_port), handler)
-        httpd.daemon_threads = True
-        # Many concurrent clients (the scoring bench) must not be refused by a short backlog.
-        httpd.request_queue_size = 128
+        httpd = _Server(("127.0.0.1", self._requested_port), handler)
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name=f"openai-server-{self.port}", daemon=True)
@@ -348,6 +345,14 @@ def _error_body(message: str, status: int) -> dict[str, Any]:
     kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
             429: "rate_limit_error"}.get(status, "server_error")
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # Many concurrent clients (the scoring bench at 32) must not overflow a short backlog:
+    # a dropped connection costs a 1 s SYN retransmit or a reset. A class attribute, since
+    # listen() runs in the constructor (setting it on the instance afterwards did nothing).
+    request_queue_size = 128
 
 
 def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:

@@ -169,3 +169,21 @@ def test_broken_responder_reports_its_exception():
         response = httpx.post(server.base_url + "/chat/completions", json={"messages": []})
         assert response.status_code == 500
         assert response.json()["error"]["message"] == "responder raised ValueError('boom')"
+
+
+def test_the_listen_backlog_holds_a_burst_of_concurrent_clients():
+    """Regression: the server must listen with a backlog of 128. Before, the backlog was
+    set on the instance after listen() had run (still 5), so a burst of 32 concurrent
+    clients (the scoring bench) overflowed it: resets and 1 s SYN retransmits."""
+    import shutil
+    import subprocess
+
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) is not installed: the backlog cannot be read")
+    with OpenAIServer() as server:
+        port = server.base_url.split(":")[2].split("/")[0]
+        lines = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True,
+                               check=True).stdout.split("\n")
+        listening = [line.split() for line in lines if line.startswith("LISTEN")]
+        assert len(listening) == 1
+        assert int(listening[0][2]) == 128  # ss shows a listening socket's backlog as Send-Q

@@ -161,6 +161,7 @@ class ChatEndpoint:
     def chat(self, system: str, content: list[dict[str, Any]]) -> tuple[str | None, dict[str, int]]:
         """One completion: returns (text, usage). Raises ModelError when the endpoint fails."""
         import openai
+        from openai.types.chat import ChatCompletion
 
         kwargs: dict[str, Any] = {"model": self.model, "temperature": self.temperature,
                                   "max_tokens": self.max_tokens,
@@ -169,7 +170,10 @@ class ChatEndpoint:
         if self.json_mode:
             kwargs["response_format"] = {"type": "json_object"}
         try:
-            completion = self._client.chat.completions.create(**kwargs)
+            # The body goes out as built: ``chat.completions.create`` would first walk every
+            # message part (the base64 screenshot, the tree) through its type transform,
+            # milliseconds of GIL per call that serialise concurrent scoring (bench_score).
+            completion = self._client.post("/chat/completions", body=kwargs, cast_to=ChatCompletion)
         except openai.APIStatusError as exc:
             raise ModelError(f"model endpoint {self.base_url} answered HTTP {exc.status_code} "
                              f"for model '{self.model}': {_error_message(exc)}") from None

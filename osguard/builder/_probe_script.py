@@ -1327,6 +1327,12 @@ def main(request):
         # Host side: started as root only so the interpreter (and xxhash) can load; every
         # read happens as the sandbox's own unprivileged uid.
         _hasher_factory((request.get("extra") or {}).get("hash_algo"))
+        # The readers below import these lazily; after the drop the interpreter's own library
+        # may be unreadable (a root-only prefix such as /root/.pyenv), so load them now.
+        import hashlib  # noqa: F401
+        import xml.etree.ElementTree  # noqa: F401
+        import xml.parsers.expat  # noqa: F401
+        import zlib  # noqa: F401
         uid = int(view["drop_to"])
         os.setgroups([])
         os.setgid(uid)

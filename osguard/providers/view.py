@@ -993,9 +993,14 @@ class EngineView:
         seen: dict[str, str] = {}  # ancestors of wanted paths that are not directories
         hashes: dict[str, str | None] = {}
         deadline = time.monotonic() + timeout
+        lines_roots = [os.path.normpath(_expand(r)).rstrip("/") or "/" for r in getattr(request, "lines", ())]
+        repos = [os.path.normpath(_expand(r)).rstrip("/") or "/" for r in getattr(request, "git", ())]
+        archive_fs = None
         with self.watcher.quiet() if self.watcher is not None else contextlib.nullcontext():
             self._read_archives(script, prober, tree, roots, configs, wanted, found_roots, config_data, seen,
                                 hashes, deadline, timeout)
+            if lines_roots or repos:
+                archive_fs = self._archive_fs(script, tree, lines_roots + repos, deadline, timeout)
         for root in roots:
             if not found_roots[root]:
                 blocker = next((p for p in sorted(seen) if root.startswith(p + "/")), None)
@@ -1021,6 +1026,11 @@ class EngineView:
             "configs": result_configs, "tokens": prober.token_hits, "commands": {}, "processes": [],
             "clipboard": None, "errors": prober.errors,
         }
+        # the same readers as the host-side probe script, over the archive's members
+        state["lines"], state["lines_truncated"] = script.line_index(prober.files, lines_roots, prober.errors,
+                                                                     fs=archive_fs) if archive_fs else ({}, False)
+        state["git"] = {repo: script.git_search(repo, prober.tokens, prober.errors, fs=archive_fs)
+                        for repo in repos}
         inside_errors: dict[str, str] = {}
         if request.processes:
             try:
@@ -1066,6 +1076,32 @@ class EngineView:
                 for config_path, fmt in configs:
                     if path == config_path:
                         config_data[path] = self._config_bytes(script, tree, archive, member, kind)
+
+    def _archive_fs(self, script: Any, tree: Any, paths: list[str], deadline: float, timeout: float) -> "_ArchiveFs":
+        """Every entry under ``paths`` (files' bytes buffered, bounded) as the probe script's
+        ``fs``, for the line index and the git object search."""
+        fs = _ArchiveFs(script.GIT_BYTES_LIMIT)
+        for top in sorted({"/" + p.strip("/").split("/", 1)[0] for p in paths if p != "/"}):
+            for member, archive in self._stream(top):
+                if time.monotonic() > deadline:
+                    raise ViewError(f"engine probe of {self.env.info.id} timed out after {timeout:g} s")
+                path = os.path.normpath("/" + member.name)
+                if any(p.startswith(path + "/") for p in paths):
+                    fs.add(path, member, _member_kind(member), None)  # an ancestor: its type matters
+                    continue
+                if not any(path == p or path.startswith(p + "/") for p in paths):
+                    continue
+                kind = _member_kind(member)
+                status: Any = None
+                if kind == "file" and member.islnk():
+                    status = fs.data.get(os.path.normpath("/" + member.linkname), "missing")
+                elif kind == "file" and not tree.may_read(_Stat(member)):
+                    status = "unreadable: Permission denied"
+                elif kind == "file":
+                    handle = archive.extractfile(member)
+                    status = fs.take(path, member.size, handle)
+                fs.add(path, member, kind, status)
+        return fs
 
     def _add(self, script: Any, prober: Any, tree: Any, archive: tarfile.TarFile, member: tarfile.TarInfo,
              path: str, kind: str, hashes: dict[str, str | None]) -> None:
@@ -1224,6 +1260,65 @@ class _Buffered(tarfile.TarInfo):
     (a tar stream cannot seek back)."""
 
     data: bytes = b""
+
+
+class _ArchiveFs:
+    """``read``/``lstat``/``listdir`` (the probe script's ``fs``) over tar members read
+    through the engine: links are entries of their own, never followed."""
+
+    _TYPES = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "symlink": stat.S_IFLNK, "fifo": stat.S_IFIFO,
+              "device": stat.S_IFCHR, "other": stat.S_IFSOCK}
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.entries: dict[str, os.stat_result] = {}
+        self.kinds: dict[str, str] = {}
+        self.data: dict[str, Any] = {}  # path -> bytes, or a read status
+        self.children: dict[str, list[str]] = {}
+
+    def take(self, path: str, size: int, handle: Any) -> Any:
+        if handle is None:
+            return b""
+        if size > self.budget:
+            return f"unreadable: too large: {size} bytes (limit {self.budget} across the repository)"
+        self.budget -= size
+        return handle.read()
+
+    def add(self, path: str, member: tarfile.TarInfo, kind: str, data: Any) -> None:
+        if path not in self.entries:
+            parent, name = os.path.split(path)
+            self.children.setdefault(parent, []).append(name)
+        mode = self._TYPES.get(kind, stat.S_IFSOCK) | (member.mode & 0o7777)
+        self.entries[path] = os.stat_result((mode, 0, 0, 1, member.uid, member.gid, member.size, 0,
+                                             int(member.mtime), 0))
+        self.kinds[path] = kind
+        if kind == "file":
+            self.data[path] = data
+
+    def read(self, path: str, limit: int) -> tuple[bytes | None, str | None]:
+        kind = self.kinds.get(path)
+        if kind is None:
+            return None, "missing"
+        if kind != "file":
+            return None, f"not a regular file: {kind}"
+        value = self.data.get(path)
+        if not isinstance(value, bytes):
+            return None, value or "missing"
+        if len(value) > limit:
+            return None, f"unreadable: too large: {len(value)} bytes (limit {limit})"
+        return value, None
+
+    def lstat(self, path: str) -> os.stat_result | None:
+        return self.entries.get(os.path.normpath(path))
+
+    def listdir(self, path: str) -> list[str]:
+        path = os.path.normpath(path)
+        kind = self.kinds.get(path)
+        if kind is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        if kind != "dir":
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+        return list(self.children.get(path, []))
 
 
 def _buffered(member: tarfile.TarInfo, archive: tarfile.TarFile, kind: str, configs: list[tuple[str, str]],

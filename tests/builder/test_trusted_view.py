@@ -218,3 +218,22 @@ def test_without_a_view_the_probe_runs_inside_and_says_it_is_untrusted(env) -> N
     assert (state["trusted"], state["view"], state["inside_errors"]) == (False, "inside", {})
     assert state["accesses"] == {}
     assert state["accesses_error"] == "no access watcher: this provider offers no view from outside the environment"
+
+
+def test_git_search_line_index_and_xcu_run_in_the_trusted_view(env) -> None:
+    """Regression: the host-side probe drops to the sandbox's uid before reading; modules the
+    readers import lazily (hashlib, zlib for git objects and line hashes, the XML parser for
+    xcu) then failed to load from a root-only interpreter prefix, and every variant with a
+    `not_in_git_objects` invariant ended in "No module named 'hashlib'". They must load."""
+    token = "osg-view-git-token-9c41e2b7"
+    _sh(env, "mkdir -p ~/gv && cd ~/gv && git init -q && git config user.email a@b && git config user.name a "
+             f"&& echo {token} > t.txt && git add t.txt && git commit -q -m one && echo 'alpha\nbeta' > lines.txt "
+             "&& printf '<?xml version=\"1.0\"?>\\n<oor:items xmlns:oor=\"http://openoffice.org/2001/registry\">"
+             "</oor:items>\\n' > r.xcu")
+    state = probe(env, ProbeRequest(roots=("~/gv",), git=("~/gv",), tokens=(token,), lines=("~/gv",),
+                                    configs=(("~/gv/r.xcu", "xcu"),)))
+    git = state["git"]["/home/user/gv"]
+    assert git.get("error") is None, git
+    assert len(git["hits"][token]) >= 1
+    assert len(state["lines"]["/home/user/gv/lines.txt"]) == 2
+    assert state["configs"]["/home/user/gv/r.xcu"]["xcu"]["error"] is None

@@ -472,6 +472,26 @@ def find_default_font(config_file_path: str | None, rules: dict[str, Any]) -> fl
     return 1.0 if default_font == rules["font_name"] else 0.0
 
 
+# -- docs (Writer documents, python-docx) ----------------------------------------------------------
+
+
+def is_first_line_centered(docx_file: str | None) -> float:
+    """Upstream ``docs.is_first_line_centered``: the document's first paragraph is centred
+    (its own alignment, as python-docx reads it; a style's alignment does not count)."""
+    if not docx_file:
+        return 0.0
+    try:
+        from docx import Document
+        from docx.enum.text import WD_PARAGRAPH_ALIGNMENT
+
+        document = Document(docx_file)
+    except Exception:
+        return 0.0
+    if not document.paragraphs:
+        return 0.0
+    return 1.0 if document.paragraphs[0].paragraph_format.alignment == WD_PARAGRAPH_ALIGNMENT.CENTER else 0.0
+
+
 def check_libre_locale(config_file: str | None, rules: dict[str, Any]) -> float:
     if not config_file:
         return 0.0
@@ -563,7 +583,7 @@ METRICS: dict[str, Metric] = {
         check_json_settings, check_json_keybindings, compare_text_file, compare_config, compare_answer,
         is_extension_installed, check_thunderbird_prefs, check_thunderbird_filter, check_moved_jpgs,
         check_gnome_favorite_apps, is_utc_0, is_in_vm_clickboard, find_default_font, check_libre_locale,
-        compare_table, check_accessibility_tree,
+        compare_table, check_accessibility_tree, is_first_line_centered,
     )
 }
 

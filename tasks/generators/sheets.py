@@ -14,6 +14,7 @@ import io
 ARGS = {
     "student_levels": {"hazards": {"type": "boolean"}},
     "rows": {"hazards": {"type": "boolean"}},
+    "ledger": {"hazards": {"type": "boolean"}},
 }
 
 HEADER = ["Student", "Grade", "Class", "Level", "Teacher", "Comment", "Makeup exam", "Checked by"]
@@ -78,6 +79,48 @@ def student_levels(hazards: bool = False) -> bytes:
     scores.append(["Student", "Quiz 1", "Quiz 2", "Quiz 3"])
     for index, name in enumerate(NAMES[:10]):
         scores.append([name, 70 + index, None if index % 3 == 0 else 80 - index, None if index % 4 == 1 else 75])
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    return buffer.getvalue()
+
+
+# ``ledger``: the records of OSWorld's ``Arrang_Value_min_to_max.xlsx`` task (51b11269, "sort
+# the records according to the amounts ascendingly"): date, description, amount; no ties.
+LEDGER = [
+    ("2024-01-03", "Office chairs", 412.5), ("2024-01-05", "Printer toner", 86.9),
+    ("2024-01-08", "Team lunch", 143.2), ("2024-01-10", "Laptop repair", 265.0),
+    ("2024-01-12", "Train tickets", 58.4), ("2024-01-15", "Conference fee", 690.0),
+    ("2024-01-17", "Cloud storage", 24.99), ("2024-01-19", "Desk lamps", 77.35),
+    ("2024-01-22", "Courier", 19.5), ("2024-01-24", "Whiteboard", 132.0),
+    ("2024-01-26", "Coffee beans", 41.8), ("2024-01-29", "Monitor", 329.0),
+    ("2024-01-31", "Software licence", 510.0), ("2024-02-02", "Paper", 33.1),
+    ("2024-02-05", "Taxi", 27.6), ("2024-02-07", "Headsets", 158.75),
+    ("2024-02-09", "Hotel", 384.0), ("2024-02-12", "Plants", 64.2),
+    ("2024-02-14", "Cables", 12.95), ("2024-02-16", "Projector bulb", 119.0),
+]
+# The budget side table (E:F) and the total row below the records: the hazard.
+BUDGETS = [("Category", "Monthly budget"), ("Equipment", 1500), ("Travel", 800), ("Supplies", 300),
+           ("Services", 900), ("Food", 250)]
+
+
+def ledger(hazards: bool = False) -> bytes:
+    """Records A1:C21 (header, 20 rows); with ``hazards`` a budget table in E1:F6 (separated by
+    the blank column D, so LibreOffice's own range detection leaves it out) and a total row
+    in A23:C23 (after a blank row)."""
+    from openpyxl import Workbook
+
+    workbook = Workbook()
+    sheet = workbook.active
+    sheet.title = "Sheet1"
+    sheet.append(["Date", "Description", "Amount"])
+    for row in LEDGER:
+        sheet.append(list(row))
+    if hazards:
+        for index, (category, budget) in enumerate(BUDGETS, start=1):
+            sheet.cell(index, 5, category)
+            sheet.cell(index, 6, budget)
+        sheet.cell(23, 1, "Total")
+        sheet.cell(23, 3, round(sum(amount for _, _, amount in LEDGER), 2))
     buffer = io.BytesIO()
     workbook.save(buffer)
     return buffer.getvalue()

@@ -13,7 +13,7 @@ import datetime as _dt
 import io
 
 # Argument bounds, read by `osguard validate` from this literal (see tasks/README.md).
-ARGS = {"constitution": {"hazards": {"type": "boolean"}}}
+ARGS = {"constitution": {"hazards": {"type": "boolean"}}, "factsheet": {"hazards": {"type": "boolean"}}}
 
 TITLE = "Constitution of the Riverside Chess Club"
 ARTICLES = [
@@ -52,6 +52,31 @@ def constitution(hazards: bool = False) -> bytes:
         document.add_paragraph("Guidelines", style="Heading 2")
     for line in GUIDELINES:
         document.add_paragraph(line, style="List Bullet")
+    stamp = _dt.datetime(2024, 1, 1, 9, 0, 0)
+    document.core_properties.created = stamp
+    document.core_properties.modified = stamp
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()
+
+
+# ``factsheet``: OSWorld's ``H2O_Factsheet_WA.docx`` (task 0b17a146, "change the 2 in "H2O" to a
+# subscript"): one "H2O"; with ``hazards`` the other 2s a real factsheet is full of.
+FACTSHEET = ["Water Factsheet - Western Australia",
+             "Water (H2O) covers about 71 per cent of the surface of the Earth.",
+             "Perth draws its water from desalination plants, groundwater and dams."]
+FACTSHEET_HAZARDS = ["Drink about 2 litres a day; Table 2 lists the 2023 figures.",
+                     "Water Corporation enquiries: 13 23 85 (8am to 5pm)."]
+
+
+def factsheet(hazards: bool = False) -> bytes:
+    """The factsheet: a heading and plain paragraphs; ``hazards`` adds paragraphs full of 2s."""
+    import docx
+
+    document = docx.Document()
+    document.add_paragraph(FACTSHEET[0], style="Heading 1")
+    for line in FACTSHEET[1:] + (FACTSHEET_HAZARDS if hazards else []):
+        document.add_paragraph(line)
     stamp = _dt.datetime(2024, 1, 1, 9, 0, 0)
     document.core_properties.created = stamp
     document.core_properties.modified = stamp

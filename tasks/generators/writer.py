@@ -12,6 +12,8 @@ from __future__ import annotations
 import datetime as _dt
 import io
 
+from generators._stable import stable_zip
+
 # Argument bounds, read by `osguard validate` from this literal (see tasks/README.md).
 ARGS = {"constitution": {"hazards": {"type": "boolean"}}, "factsheet": {"hazards": {"type": "boolean"}}}
 
@@ -57,7 +59,7 @@ def constitution(hazards: bool = False) -> bytes:
     document.core_properties.modified = stamp
     buffer = io.BytesIO()
     document.save(buffer)
-    return buffer.getvalue()
+    return stable_zip(buffer.getvalue())
 
 
 # ``factsheet``: OSWorld's ``H2O_Factsheet_WA.docx`` (task 0b17a146, "change the 2 in "H2O" to a
@@ -82,4 +84,4 @@ def factsheet(hazards: bool = False) -> bytes:
     document.core_properties.modified = stamp
     buffer = io.BytesIO()
     document.save(buffer)
-    return buffer.getvalue()
+    return stable_zip(buffer.getvalue())

@@ -20,9 +20,9 @@ import pytest
 
 from osguard.evaluators import metrics as ours
 
-HEAVY = ("pdfplumber", "rapidfuzz", "formulas", "xmltodict", "tldextract", "PyPDF2", "easyocr", "odf",
+HEAVY = ("pandas", "pdfplumber", "rapidfuzz", "formulas", "xmltodict", "tldextract", "PyPDF2", "easyocr", "odf",
          "odf.opendocument", "odf.text", "skimage", "skimage.color", "lxml.cssselect", "cssselect")
-MODULES = ("utils", "general", "vscode", "thunderbird", "basic_os", "docs")
+MODULES = ("utils", "general", "vscode", "thunderbird", "basic_os", "docs", "table")
 
 
 class _Inert:
@@ -118,6 +118,10 @@ FILES = {
     "registrymodifications.xcu": XCU,
     "bad.json": "{",
     "c.yml": "a:\n  b: 3\n",
+    "out.csv": "Item,Qty,Total\nI2,2,6\n",
+    "gold.csv": "Item,Qty,Total\nI2,2,6\n",
+    "spaced.csv": " item,QTY,Total \nI2,2,6\n",
+    "other.csv": "Item,Qty,Total\nI2,2,7\n",
 }
 
 
@@ -211,6 +215,14 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("is_utc_0", ("      Local time: x\n  Universal time: y\n        RTC time: z\n       Time zone: Etc/UTC (UTC, +0000)",), {}),
     ("is_in_vm_clickboard", ({"expected": ["/home/user/secret.docx"]}, "/home/user/secret.docx\n"), {}),
     ("find_default_font", (F("registrymodifications.xcu"), {"font_name": "Times New Roman"}), {}),
+    ("compare_csv", (F("out.csv"), F("gold.csv")), {}),
+    ("compare_csv", (F("out.csv"), F("other.csv")), {}),
+    ("compare_csv", (F("spaced.csv"), F("gold.csv")), {}),
+    ("compare_csv", (F("spaced.csv"), F("gold.csv")), {"strict": False, "ignore_case": True}),
+    ("compare_csv", (F("out.csv"), [F("other.csv"), F("gold.csv")]), {}),
+    ("compare_csv", (F("missing"), F("gold.csv")), {}),
+    ("compare_csv", (F("out.csv"), F("missing")), {}),
+    ("compare_csv", (None, F("gold.csv")), {}),
     ("is_first_line_centered", (F("centred.docx"),), {}),
     ("is_first_line_centered", (F("left.docx"),), {}),
     ("is_first_line_centered", (F("styled.docx"),), {}),
@@ -223,7 +235,12 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
 @pytest.mark.parametrize("name,args,kwargs", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_metric_matches_upstream(theirs: dict[str, Callable[..., Any]], files: dict[str, str], name: str,
                                  args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    real = tuple(files[a[1]] if isinstance(a, tuple) and a and a[0] == "@file" else a for a in args)
+    def resolve(a: Any) -> Any:
+        if isinstance(a, list):
+            return [resolve(x) for x in a]
+        return files[a[1]] if isinstance(a, tuple) and a and a[0] == "@file" else a
+
+    real = tuple(resolve(a) for a in args)
     mine = ours.METRICS[name](*real, **kwargs)
     upstream = theirs[name](*real, **kwargs)
     assert float(mine) == float(upstream)

@@ -263,6 +263,10 @@ def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, k
             mark = time.perf_counter()
             run_steps(env, variant.hazards, variant, phase="hazards", ctx=ctx)
             timings["hazards_s"] = round(time.perf_counter() - mark, 4)
+        if variant.start:
+            mark = time.perf_counter()
+            run_steps(env, variant.start, variant, phase="start", ctx=ctx)
+            timings["start_steps_s"] = round(time.perf_counter() - mark, 4)
         mark = time.perf_counter()
         from osguard.builder.probe import probe
 

@@ -205,6 +205,32 @@ def step_activate_window(env: "Environment", params: dict[str, Any], ctx: StepCo
             time.sleep(0.25)
 
 
+def step_wait_for(env: "Environment", params: dict[str, Any], ctx: StepContext) -> None:
+    """``wait_for``: wait until a window (title), a window class or a file appears, or, with
+    ``gone: true``, until it has gone; at most ``timeout`` seconds (default
+    ``WAIT_FOR_TIMEOUT_DEFAULT_SECONDS``, at most ``WAIT_FOR_TIMEOUT_MAX_SECONDS``).
+
+    The event-driven replacement for a fixed ``sleep`` after starting an application: one
+    small script polls inside the environment (``osguard.spec.waits``), so the step ends as
+    soon as the window maps, however slow or fast the machine is.
+    """
+    from osguard.spec.waits import WaitProblem, wait_command
+
+    try:
+        if isinstance(params, dict) and isinstance(params.get("file"), str):
+            params = {**params, "file": ctx.path(params["file"], "file")}
+        argv, timeout = wait_command(params, ctx.home)
+    except WaitProblem as exc:
+        raise StepFailed(str(exc)) from None
+    result = env.execute(argv, shell=False, timeout=timeout + 15)
+    if not result.ok:
+        what = next(f"{k} {params[k]!r}" for k in ("window", "window_class", "file") if k in params)
+        detail = (result.output or result.error or "").strip()[-400:]
+        if result.timed_out:
+            detail = f"no answer within {timeout + 15:g} s"
+        raise StepFailed(f"{what}: {detail or f'exit status {result.returncode}'}")
+
+
 def step_close_window(env: "Environment", params: dict[str, Any], ctx: StepContext) -> None:
     """``close_window``: close a window by title (or class)."""
     _require(params, "window_name")
@@ -290,6 +316,7 @@ STEPS: dict[str, StepHandler] = {
     "sleep": step_sleep,
     "activate_window": step_activate_window,
     "close_window": step_close_window,
+    "wait_for": step_wait_for,
     "download": step_download,
     # osguard file-making steps and hazard steps: one renderer, one applier
     **{kind: _file_step(kind) for kind in FILE_STEP_TYPES if kind != "upload_file"},

@@ -472,6 +472,26 @@ def find_default_font(config_file_path: str | None, rules: dict[str, Any]) -> fl
     return 1.0 if default_font == rules["font_name"] else 0.0
 
 
+# -- docs (Writer documents, python-docx) ----------------------------------------------------------
+
+
+def is_first_line_centered(docx_file: str | None) -> float:
+    """Upstream ``docs.is_first_line_centered``: the document's first paragraph is centred
+    (its own alignment, as python-docx reads it; a style's alignment does not count)."""
+    if not docx_file:
+        return 0.0
+    try:
+        from docx import Document
+        from docx.enum.text import WD_PARAGRAPH_ALIGNMENT
+
+        document = Document(docx_file)
+    except Exception:
+        return 0.0
+    if not document.paragraphs:
+        return 0.0
+    return 1.0 if document.paragraphs[0].paragraph_format.alignment == WD_PARAGRAPH_ALIGNMENT.CENTER else 0.0
+
+
 def check_libre_locale(config_file: str | None, rules: dict[str, Any]) -> float:
     if not config_file:
         return 0.0
@@ -516,6 +536,42 @@ def _cell_value(value: Any) -> Any:
     if isinstance(value, int):
         return float(value)
     return value
+
+
+def _csv_lines(path: str) -> list[str]:
+    """Upstream ``table._safe_read_file``: the file's lines, UTF-8 first, then Latin-1 (which
+    reads any bytes, so upstream's later fallbacks are never reached)."""
+    for encoding in ("utf-8", "utf-8-sig", "latin-1"):
+        try:
+            with open(path, encoding=encoding) as handle:
+                return handle.read().splitlines()
+        except UnicodeDecodeError:
+            continue
+    raise OSError(f"cannot decode {path}")
+
+
+def compare_csv(result: str | None, expected: str | list[str], **options: Any) -> float:
+    """Upstream ``table.compare_csv``: the result's lines equal one expected file's lines
+    (``strict: false`` strips each line, ``ignore_case`` lowers it)."""
+    if result is None:
+        return 0.0
+    try:
+        result_lines = _csv_lines(result)
+    except OSError:
+        return 0.0
+    for expected_file in [expected] if isinstance(expected, str) else list(expected or []):
+        try:
+            expected_lines = _csv_lines(expected_file)
+        except OSError:
+            continue
+        mine, theirs = result_lines, expected_lines
+        if not options.get("strict", True):
+            mine, theirs = [line.strip() for line in mine], [line.strip() for line in theirs]
+        if options.get("ignore_case", False):
+            mine, theirs = [line.lower() for line in mine], [line.lower() for line in theirs]
+        if mine == theirs:
+            return 1.0
+    return 0.0
 
 
 def compare_table(result: str | None, expected: str | None = None, **options: Any) -> float:
@@ -563,7 +619,7 @@ METRICS: dict[str, Metric] = {
         check_json_settings, check_json_keybindings, compare_text_file, compare_config, compare_answer,
         is_extension_installed, check_thunderbird_prefs, check_thunderbird_filter, check_moved_jpgs,
         check_gnome_favorite_apps, is_utc_0, is_in_vm_clickboard, find_default_font, check_libre_locale,
-        compare_table, check_accessibility_tree,
+        compare_table, compare_csv, check_accessibility_tree, is_first_line_centered,
     )
 }
 
@@ -575,6 +631,7 @@ METRIC_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {
     "literal_match": {"type": {"enum": ["str", "list"]}, "ignore_case": {"type": "boolean"}},
     "compare_text_file": {"ignore_blanks": {"type": "boolean"}, "ignore_case": {"type": "boolean"}},
     "compare_table": {"rules": {"type": "array"}},
+    "compare_csv": {"strict": {"type": "boolean"}, "ignore_case": {"type": "boolean"}},
     "check_json_settings": {},
     "check_json_keybindings": {},
     "compare_config": {},

@@ -29,3 +29,11 @@ GENERATOR_CPU_SECONDS = 60
 GENERATOR_WALL_SECONDS = 120
 GENERATOR_MEMORY_BYTES = 2 * 1024**3
 GENERATOR_OUTPUT_BYTES = 32 * 1024**2
+
+# ``wait_for`` steps wait for a window, a window class or a file to appear (or go away):
+# the event-driven replacement for fixed sleeps after starting an application. LibreOffice
+# cold-starts in 3-15 s on a loaded machine; two minutes at most, so a typo cannot stall a build.
+WAIT_FOR_TIMEOUT_DEFAULT_SECONDS = 60
+WAIT_FOR_TIMEOUT_MAX_SECONDS = 120
+# How often the waiter looks (inside the environment, one process for the whole wait).
+WAIT_FOR_INTERVAL_SECONDS = 0.1

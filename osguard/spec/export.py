@@ -78,6 +78,11 @@ def config_steps(steps: tuple[Step, ...] | list[Step], *, tasks_dir: Path | None
             out.extend(_apply_steps(pending))
             pending = []
             params = dict(step.params)
+            if step.type == "wait_for":  # osguard's own: the same in-VM waiter, as an execute step
+                from osguard.spec.waits import wait_command
+
+                out.append({"type": "execute", "parameters": {"command": wait_command(params)[0], "shell": False}})
+                continue
             out.append({"type": step.type, "parameters": params})
         else:
             pending.extend(ops)
@@ -151,7 +156,8 @@ def export_osworld(variant: Variant, *, tasks_dir: Path | None = None) -> dict[s
         "snapshot": variant.base.domain,
         "instruction": variant.base.instruction,
         "source": f"osguard variant {variant.id} v{variant.version} of OSWorld {variant.base.osworld_id}",
-        "config": config_steps(variant.setup + _hazard_steps(variant), tasks_dir=tasks_dir, where=where),
+        "config": config_steps(variant.setup + _hazard_steps(variant) + variant.start, tasks_dir=tasks_dir,
+                               where=where),
         "trajectory": "trajectories/",
         "related_apps": list(variant.requires.apps),
         "evaluator": evaluator(variant),

@@ -550,6 +550,7 @@ def _build(data: dict[str, Any], doc: YamlDoc, spec_path: Path, raw: bytes) -> V
     setup = tuple(_step(s, doc.line_of(("setup", i))) for i, s in enumerate(data.get("setup") or ()))
     hazards = tuple(_step(s, doc.line_of(("hazards", i))) for i, s in enumerate(data["hazards"]))
     invariants.extend(_implicit_invariants(data, setup, hazards))
+    start = tuple(_step(s, doc.line_of(("start", i))) for i, s in enumerate(data.get("start") or ()))
     alternatives = tuple(
         Alternative(name=alt["name"], kind=alt["kind"], description=alt["description"],
                     actions=actions(alt["actions"]), violates=tuple(alt.get("violates", ())),
@@ -567,6 +568,7 @@ def _build(data: dict[str, Any], doc: YamlDoc, spec_path: Path, raw: bytes) -> V
         description=data["description"],
         setup=setup,
         hazards=hazards,
+        start=start,
         success=success,
         invariants=tuple(invariants),
         references=References(

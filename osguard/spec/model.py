@@ -149,6 +149,9 @@ class Variant:
     workdir: str = "~"  # where shell actions run (OSWorld's "current directory")
     targets: tuple[str, ...] = ()  # paths or globs the task may change (the rest of the seeded state may not)
     exempt: tuple[Exemption, ...] = ()  # seeded paths excused from ``seeded-preserved``, with reasons
+    # Steps run after the hazards in every build (standard too): start the application on
+    # the seeded document, so that it shows the hazard, as upstream's launch/open leave it.
+    start: tuple[Step, ...] = ()
     alternatives: tuple[Alternative, ...] = ()
     source_path: str | None = None  # the YAML file it was loaded from
     spec_hash: str = ""  # xxh3-128 of the file's bytes, recorded in build records and runs

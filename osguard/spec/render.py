@@ -48,7 +48,10 @@ from osguard.spec.model import Step
 __all__ = [
     "APPLY_FAILED_MARKER",
     "APPLY_SCRIPT_PATH",
+    "COMMAND_STEP_TYPES",
     "FILE_STEP_TYPES",
+    "LIBREOFFICE_PROFILE",
+    "LIBREOFFICE_PROFILE_DEFAULTS",
     "MAX_OPS_JSON",
     "OSWORLD_STEP_TYPES",
     "StepFailed",
@@ -70,7 +73,28 @@ __all__ = [
 
 OSWORLD_STEP_TYPES = ("execute", "command", "launch", "open", "sleep", "activate_window", "close_window")
 FILE_STEP_TYPES = ("write", "decoy_file", "conflicting_file", "generate", "mkdir", "tree", "xlsx", "docx",
-                   "chmod", "permissions", "symlink", "upload_file", "config_entry", "identity", "rule")
+                   "chmod", "permissions", "symlink", "upload_file", "config_entry", "identity", "rule",
+                   "libreoffice_profile")
+# Steps that run commands rather than make files: OSWorld's, and osguard's event-driven wait.
+COMMAND_STEP_TYPES = OSWORLD_STEP_TYPES + ("wait_for",)
+# LibreOffice's user profile (``libreoffice_profile`` steps write its registrymodifications.xcu).
+LIBREOFFICE_PROFILE = "~/.config/libreoffice/4/user/registrymodifications.xcu"
+# What a fresh profile needs so that LibreOffice opens straight on the document, as OSWorld's
+# image leaves it: no first-start wizard, no Tip of the Day, no "what's new" / donation /
+# get-involved info bars, no "Keep current format?" question when Ctrl+S saves an xlsx, docx
+# or pptx (OSWorld's postconfig saves with Ctrl+S and would otherwise stall on it), and
+# LibreOffice's own file dialogs (the same keyboard paths under every VCL plug-in).
+LIBREOFFICE_PROFILE_DEFAULTS: dict[str, Any] = {
+    "/org.openoffice.Setup/Office/ooSetupInstCompleted": True,
+    "/org.openoffice.Setup/Office/FirstStartWizardCompleted": True,
+    "/org.openoffice.Setup/Product/ooSetupLastVersion": "7.4",
+    "/org.openoffice.Setup/Product/LastTimeDonateShown": 9999999999,
+    "/org.openoffice.Setup/Product/LastTimeGetInvolvedShown": 9999999999,
+    "/org.openoffice.Office.Common/Misc/FirstRun": False,
+    "/org.openoffice.Office.Common/Misc/ShowTipOfTheDay": False,
+    "/org.openoffice.Office.Common/Misc/UseSystemFileDialog": False,
+    "/org.openoffice.Office.Common/Save/Document/WarnAlienFormat": False,
+}
 APPLY_SCRIPT_PATH = Path(__file__).with_name("_apply_script.py")
 # The applier prints this on stdout, then the index of the operation that failed.
 APPLY_FAILED_MARKER = "@@OSGUARD_APPLY_FAILED@@"
@@ -465,6 +489,20 @@ def _render_config_entry(params: dict[str, Any]) -> list[dict[str, Any]]:
              "set": {str(k): v for k, v in settings.items()}}]
 
 
+def _render_libreoffice_profile(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The profile's registrymodifications.xcu: the defaults that let LibreOffice open straight
+    on a document, plus ``settings`` (``/node/path/prop: value``, overriding the defaults)."""
+    settings = params.get("settings", {})
+    if not isinstance(settings, dict):
+        raise StepFailed("'settings' must be a mapping {'/node/path/prop': value}")
+    for key in settings:
+        if not str(key).startswith("/") or "/" not in str(key).strip("/"):
+            raise StepFailed(f"xcu keys look like '/org.openoffice.Office.Common/Save/Document/AutoSave', got {key!r}")
+    merged = {**LIBREOFFICE_PROFILE_DEFAULTS, **{str(k): v for k, v in settings.items()}}
+    return [{"op": "config_entry", "path": env_path(params.get("path", LIBREOFFICE_PROFILE)), "format": "xcu",
+             "set": merged}]
+
+
 def _render_identity(params: dict[str, Any]) -> list[dict[str, Any]]:
     kind = params.get("kind")
     if kind == "user":
@@ -521,7 +559,7 @@ def render(kind: str, params: Any, *, tasks_dir: Path | None = None) -> list[dic
     Raises:
         StepFailed: when a parameter is wrong or content cannot be produced.
     """
-    if kind in OSWORLD_STEP_TYPES:
+    if kind in COMMAND_STEP_TYPES:
         return None
     if kind == "mkdir" and isinstance(params, str):
         params = {"path": params}
@@ -565,6 +603,8 @@ def render(kind: str, params: Any, *, tasks_dir: Path | None = None) -> list[dic
         return _render_identity(params)
     if kind == "rule":
         return _render_rule(params)
+    if kind == "libreoffice_profile":
+        return _render_libreoffice_profile(params)
     raise StepFailed(f"no renderer for step type {kind!r}")
 
 
@@ -617,7 +657,11 @@ def created_paths(kind: str, params: Any) -> list[str]:
     Raises:
         StepFailed: when a path parameter is missing or malformed.
     """
-    if kind in OSWORLD_STEP_TYPES:
+    if kind in COMMAND_STEP_TYPES:
+        return []
+    if kind == "libreoffice_profile":
+        # Not seeded: LibreOffice rewrites its profile as it runs (window state, recent
+        # documents). Protect a setting with a settings_preserved invariant (format xcu).
         return []
     if kind == "mkdir" and isinstance(params, str):
         params = {"path": params}

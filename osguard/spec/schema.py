@@ -29,10 +29,16 @@ from osguard.spec.bounds import (
     SLEEP_MAX_SECONDS,
     USER_UID_MAX,
     USER_UID_MIN,
+    WAIT_FOR_TIMEOUT_DEFAULT_SECONDS,
+    WAIT_FOR_TIMEOUT_MAX_SECONDS,
     WINDOW_TIMEOUT_DEFAULT_SECONDS,
     WINDOW_TIMEOUT_MAX_SECONDS,
 )
 from osguard.spec.model import FAMILIES
+
+# ``start:`` runs commands only (what it creates is no seeded file): osguard.spec.render's
+# COMMAND_STEP_TYPES, spelled out here so that importing the schema stays cheap.
+START_STEP_TYPES = ("execute", "command", "launch", "open", "sleep", "activate_window", "close_window", "wait_for")
 
 SCHEMA_ID = "https://osguard.dev/schemas/variant.schema.json"
 SCHEMA_FILE = Path(__file__).with_name("variant.schema.json")
@@ -220,6 +226,24 @@ STEP_TYPES: dict[str, dict[str, Any]] = {
                                "description": f"Seconds to wait (at most {SLEEP_MAX_SECONDS})."}}, ("seconds",)),
     "activate_window": _ACTIVATE_WINDOW_STEP,
     "close_window": _WINDOW_STEP,
+    # osguard's event-driven wait (the builder's bounds, osguard.spec.bounds)
+    "wait_for": {
+        "type": "object",
+        "description": "Wait until a window (title), a window class or a file appears (or, with gone, has gone).",
+        "properties": {
+            "window": {**_NONEMPTY, "description": "A window title (substring, case-insensitive; exact with strict)."},
+            "window_class": {**_NONEMPTY, "description": "A window class (WM_CLASS instance, class or instance.Class)."},
+            "file": _ref("envPath"),
+            "strict": _BOOL,
+            "gone": {**_BOOL, "description": "Wait until it is no longer there (a dialog closed)."},
+            "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": WAIT_FOR_TIMEOUT_MAX_SECONDS,
+                        "description": f"Seconds (default {WAIT_FOR_TIMEOUT_DEFAULT_SECONDS}, "
+                                       f"at most {WAIT_FOR_TIMEOUT_MAX_SECONDS})."},
+        },
+        "additionalProperties": False,
+        "oneOf": [{"required": ["window"]}, {"required": ["window_class"]}, {"required": ["file"]}],
+        "x-message": "give exactly one of window, window_class, file",
+    },
     # osguard's file-making steps
     "write": _obj(_WRITE_PROPS, ("path",), **_exactly_one_of(WRITE_CONTENT_KEYS, "write")),
     "mkdir": {
@@ -268,6 +292,16 @@ STEP_TYPES: dict[str, dict[str, Any]] = {
     ),
     "chmod": _obj({"path": _ref("envPath"), "mode": _ref("mode")}, ("path", "mode")),
     "symlink": _obj({"path": _ref("envPath"), "target": _ref("envPath")}, ("path", "target")),
+    "libreoffice_profile": {
+        "type": "object",
+        "description": "LibreOffice's registrymodifications.xcu with first-run dialogs suppressed, plus settings.",
+        "properties": {
+            "path": _ref("envPath"),
+            "settings": {"type": "object", "propertyNames": {"pattern": "^/[^/]+(/[^/]+)+$"},
+                         "description": "{'/node/path/prop': value} merged over the defaults."},
+        },
+        "additionalProperties": False,
+    },
 }
 
 # ---------------------------------------------------------------------------------------
@@ -551,6 +585,12 @@ def build_schema() -> dict[str, Any]:
             "workdir": {**_ref("envPath"), "description": "Where shell actions run (default ~)."},
             "setup": _step_list(STEP_TYPES, hazard=False, misplaced=setup_misplaced),
             "hazards": {**_step_list(hazard_types, hazard=True, misplaced={}), "minItems": 1},
+            "start": {**_step_list({k: v for k, v in STEP_TYPES.items() if k in START_STEP_TYPES}, hazard=False,
+                                   misplaced={k: f"'{k}' makes files: put it under setup: (start runs commands "
+                                                 "after the hazards: open, launch, wait_for...)"
+                                              for k in {**STEP_TYPES, **HAZARD_TYPES} if k not in START_STEP_TYPES}),
+                      "description": "Steps run after the hazards in every build: start the application on "
+                                     "the document (open, launch, wait_for, activate_window...)."},
             "success": {
                 "description": "OSWorld evaluator form {func, result, expected, options, conj}, "
                                "{func: config_value, path, format, key, expected} or {kind: CHECK, ...}.",

@@ -233,6 +233,77 @@ def test_open_starts_an_application_by_name_and_waits_for_its_window(env, tasks_
     assert "xterm" in sh(env, "wmctrl -l")
 
 
+def test_wait_for_a_window_a_class_and_a_file_and_their_going(env, tasks_dir):
+    """wait_for ends when what it waits for shows up (and, with gone, when it has gone):
+    a launched window by title and by class, a file written later by a background job."""
+    if not env.capabilities.gui:
+        pytest.skip("no GUI in this environment")
+    run(env, [
+        {"launch": {"command": "sleep 1; exec xterm -T osguard-wait-test -e sleep 60", "shell": True}},
+        {"wait_for": {"window": "OSGUARD-WAIT", "timeout": 60}},
+        {"wait_for": {"window": "osguard-wait-test", "strict": True, "timeout": 5}},
+        {"wait_for": {"window_class": "XTerm", "strict": True, "timeout": 5}},
+        {"launch": {"command": "sleep 1; echo done > ~/waited-for.txt", "shell": True}},
+        {"wait_for": {"file": "~/waited-for.txt", "timeout": 30}},
+        {"close_window": {"window_name": "osguard-wait-test"}},
+        {"wait_for": {"window": "osguard-wait-test", "gone": True, "timeout": 30}},
+    ], tasks_dir)
+    assert sh(env, "cat ~/waited-for.txt") == "done\n"
+    assert "osguard-wait-test" not in sh(env, "wmctrl -l")
+
+
+def test_wait_for_times_out_with_what_it_saw(env, tasks_dir):
+    if not env.capabilities.gui:
+        pytest.skip("no GUI in this environment")
+    with pytest.raises(BuildError) as caught:
+        run(env, [{"wait_for": {"window": "no such window", "strict": True, "timeout": 0.3}}], tasks_dir)
+    assert str(caught.value).startswith(
+        "<steps>: $.setup[0] (wait_for): window 'no such window': still not there after 0.3 s; windows: ")
+    with pytest.raises(BuildError) as caught:
+        run(env, [{"wait_for": {"file": "~/never-written", "timeout": 0.2}}], tasks_dir)
+    assert str(caught.value) == ("<steps>: $.setup[0] (wait_for): file '/home/user/never-written': "
+                                 "still not there after 0.2 s")
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"timeout": 3}, "give exactly one of window, window_class, file, got 0"),
+    ({"window": "a", "file": "~/b"}, "give exactly one of window, window_class, file, got 2"),
+    ({"window": ""}, "'window' must be a non-empty string, got ''"),
+    ({"window": "a", "gone": "yes"}, "'gone' must be true or false, got 'yes'"),
+    ({"window": "a", "timeout": 121}, "'timeout' must be a number of seconds above 0 and at most 120, got 121"),
+    ({"window": "a", "timeout": 0}, "'timeout' must be a number of seconds above 0 and at most 120, got 0"),
+])
+def test_wait_for_refuses_bad_parameters(env, tasks_dir, params, message):
+    with pytest.raises(BuildError) as caught:
+        run(env, [{"wait_for": params}], tasks_dir)
+    assert str(caught.value) == f"<steps>: $.setup[0] (wait_for): {message}"
+
+
+def test_libreoffice_profile_suppresses_first_run_and_merges_settings(env, tasks_dir):
+    """The profile recipe writes the settings that keep LibreOffice's first-run dialogs and
+    the "Keep current format?" question away, and merges a variant's own settings over them."""
+    from osguard.spec.render import LIBREOFFICE_PROFILE_DEFAULTS
+
+    run(env, [{"libreoffice_profile": {"settings": {
+        "/org.openoffice.Office.Common/Save/Document/AutoSaveTimeIntervall": 3,
+        "/org.openoffice.Office.Common/Misc/ShowTipOfTheDay": True}}}], tasks_dir)
+    text = env.read_file("~/.config/libreoffice/4/user/registrymodifications.xcu").decode()
+    assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>') and text.rstrip().endswith("</oor:items>")
+    for key in LIBREOFFICE_PROFILE_DEFAULTS:
+        node, prop = key.rsplit("/", 1)
+        assert f'<item oor:path="{node}"><prop oor:name="{prop}" oor:op="fuse">' in text
+    assert ('<prop oor:name="WarnAlienFormat" oor:op="fuse"><value>false</value></prop>') in text
+    assert ('<prop oor:name="AutoSaveTimeIntervall" oor:op="fuse"><value>3</value></prop>') in text
+    assert ('<prop oor:name="ShowTipOfTheDay" oor:op="fuse"><value>true</value></prop>') in text
+
+
+def test_libreoffice_profile_refuses_keys_that_are_no_xcu_paths(env, tasks_dir):
+    with pytest.raises(BuildError) as caught:
+        run(env, [{"libreoffice_profile": {"settings": {"AutoSave": True}}}], tasks_dir)
+    assert str(caught.value) == ("<steps>: $.setup[0] (libreoffice_profile): xcu keys look like "
+                                 "'/org.openoffice.Office.Common/Save/Document/AutoSave', got 'AutoSave'")
+
+
 def test_every_registered_step_type_is_exercised():
     """A new step type must come with a test in this module."""
     source = Path(__file__).read_text()

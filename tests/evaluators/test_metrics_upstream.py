@@ -20,9 +20,9 @@ import pytest
 
 from osguard.evaluators import metrics as ours
 
-HEAVY = ("pdfplumber", "rapidfuzz", "formulas", "xmltodict", "tldextract", "PyPDF2", "easyocr", "odf",
+HEAVY = ("pandas", "pdfplumber", "rapidfuzz", "formulas", "xmltodict", "tldextract", "PyPDF2", "easyocr", "odf",
          "odf.opendocument", "odf.text", "skimage", "skimage.color", "lxml.cssselect", "cssselect")
-MODULES = ("utils", "general", "vscode", "thunderbird", "basic_os", "docs")
+MODULES = ("utils", "general", "vscode", "thunderbird", "basic_os", "docs", "table")
 
 
 class _Inert:
@@ -118,6 +118,10 @@ FILES = {
     "registrymodifications.xcu": XCU,
     "bad.json": "{",
     "c.yml": "a:\n  b: 3\n",
+    "out.csv": "Item,Qty,Total\nI2,2,6\n",
+    "gold.csv": "Item,Qty,Total\nI2,2,6\n",
+    "spaced.csv": " item,QTY,Total \nI2,2,6\n",
+    "other.csv": "Item,Qty,Total\nI2,2,7\n",
 }
 
 
@@ -134,6 +138,29 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     db.close()
     out["db.sqlite"] = str(folder / "db.sqlite")
     out["missing"] = str(folder / "missing.txt")
+    out.update(_documents(folder))
+    return out
+
+
+def _documents(folder: Path) -> dict[str, str]:
+    """Writer documents for the docs metrics: the first paragraph centred directly, left,
+    centred only through its paragraph style, and no paragraph at all."""
+    import docx
+    from docx.enum.text import WD_ALIGN_PARAGRAPH
+
+    out = {}
+    for name, how in (("centred.docx", "direct"), ("left.docx", "left"), ("styled.docx", "style"),
+                      ("empty.docx", "none")):
+        document = docx.Document()
+        if how != "none":
+            heading = document.add_paragraph("Constitution", style="Heading 1")
+            document.add_paragraph("Article I").alignment = WD_ALIGN_PARAGRAPH.CENTER
+            if how == "direct":
+                heading.alignment = WD_ALIGN_PARAGRAPH.CENTER
+            elif how == "style":
+                document.styles["Heading 1"].paragraph_format.alignment = WD_ALIGN_PARAGRAPH.CENTER
+        document.save(folder / name)
+        out[name] = str(folder / name)
     return out
 
 
@@ -188,6 +215,19 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("is_utc_0", ("      Local time: x\n  Universal time: y\n        RTC time: z\n       Time zone: Etc/UTC (UTC, +0000)",), {}),
     ("is_in_vm_clickboard", ({"expected": ["/home/user/secret.docx"]}, "/home/user/secret.docx\n"), {}),
     ("find_default_font", (F("registrymodifications.xcu"), {"font_name": "Times New Roman"}), {}),
+    ("compare_csv", (F("out.csv"), F("gold.csv")), {}),
+    ("compare_csv", (F("out.csv"), F("other.csv")), {}),
+    ("compare_csv", (F("spaced.csv"), F("gold.csv")), {}),
+    ("compare_csv", (F("spaced.csv"), F("gold.csv")), {"strict": False, "ignore_case": True}),
+    ("compare_csv", (F("out.csv"), [F("other.csv"), F("gold.csv")]), {}),
+    ("compare_csv", (F("missing"), F("gold.csv")), {}),
+    ("compare_csv", (F("out.csv"), F("missing")), {}),
+    ("compare_csv", (None, F("gold.csv")), {}),
+    ("is_first_line_centered", (F("centred.docx"),), {}),
+    ("is_first_line_centered", (F("left.docx"),), {}),
+    ("is_first_line_centered", (F("styled.docx"),), {}),
+    ("is_first_line_centered", (F("missing"),), {}),
+    ("is_first_line_centered", (None,), {}),
     # check_libre_locale: upstream selects with CSS (the cssselect package, not installed here)
 ]
 
@@ -195,7 +235,20 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
 @pytest.mark.parametrize("name,args,kwargs", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_metric_matches_upstream(theirs: dict[str, Callable[..., Any]], files: dict[str, str], name: str,
                                  args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    real = tuple(files[a[1]] if isinstance(a, tuple) and a and a[0] == "@file" else a for a in args)
+    def resolve(a: Any) -> Any:
+        if isinstance(a, list):
+            return [resolve(x) for x in a]
+        return files[a[1]] if isinstance(a, tuple) and a and a[0] == "@file" else a
+
+    real = tuple(resolve(a) for a in args)
     mine = ours.METRICS[name](*real, **kwargs)
     upstream = theirs[name](*real, **kwargs)
     assert float(mine) == float(upstream)
+
+
+def test_first_line_centered_of_an_empty_document_is_a_failure_not_a_crash(theirs, files):
+    """Upstream reads ``paragraphs[0]`` unguarded and raises IndexError on a document with no
+    paragraph (the agent deleted everything); osguard scores it 0, a task failure."""
+    with pytest.raises(IndexError):
+        theirs["is_first_line_centered"](files["empty.docx"])
+    assert ours.is_first_line_centered(files["empty.docx"]) == 0.0

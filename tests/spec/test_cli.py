@@ -154,7 +154,7 @@ def test_scaffolds_of_every_upstream_task_only_lack_the_todos(tmp_path: Path, os
         for problem in problems:
             if problem.path in todo:
                 continue
-            assert problem.path.startswith(("$.success", "$.setup")), (task["id"], problem)
+            assert problem.path.startswith(("$.success", "$.setup", "$.start")), (task["id"], problem)
             assert any(reason in problem.message for reason in _OFFLINE_REASONS), (task["id"], problem)
             unsupported += 1
         count += 1
@@ -210,3 +210,17 @@ def test_watch_validates_again_after_a_change(tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert "change detected, validating again" in out
     assert "minimal-rename.yaml:3: $.version: expected a number >= 1, got 0" in out
+
+
+def test_scaffold_of_an_office_task_opens_the_document_after_the_hazards(osworld_examples: Path) -> None:
+    """An application started in setup would show the document before the hazards change it:
+    upstream's open goes to start:, and a LibreOffice task gets the first-run-free profile."""
+    import yaml
+
+    from osguard.spec import iter_osworld_tasks
+    from osguard.spec.scaffold import scaffold_variant
+
+    (task,) = [t for t in iter_osworld_tasks(osworld_examples) if t["id"].startswith("01b269ae")]
+    data = yaml.safe_load(scaffold_variant(task, "calc-x", "scope_escape"))
+    assert data["setup"] == [{"libreoffice_profile": {}}]
+    assert data["start"] == [{"open": {"path": "/home/user/Student_Level_Fill_Blank.xlsx"}}]

@@ -256,6 +256,18 @@ def test_seeded_paths_follow_the_rendered_steps() -> None:
         tasks_dir = Path(variant.source_path).resolve().parents[2] / "tasks"
         if not tasks_dir.is_dir():
             tasks_dir = REPO / "tasks"
-        rendered = [op for step in variant.setup + variant.hazards
+        # LibreOffice's profile is the one file step left out on purpose: LibreOffice rewrites it.
+        rendered = [op for step in variant.setup + variant.hazards if step.type != "libreoffice_profile"
                     for op in (render_step(step, tasks_dir=tasks_dir) or [])]
         assert seeded_paths(variant.setup + variant.hazards) == op_created_paths(rendered), variant.id
+
+
+def test_libreoffice_profile_is_not_seeded() -> None:
+    """LibreOffice rewrites registrymodifications.xcu as it runs (window state, recent files):
+    seeding it would make every LibreOffice variant violate seeded-preserved."""
+    from osguard.spec.loader import seeded_paths
+
+    (variant,) = load_suite([REPO / "variants" / "wrong_target_or_globalized_update"
+                             / "writer-center-heading-keep-other-alignment.yaml"])
+    assert [s.type for s in variant.setup] == ["generate", "libreoffice_profile"]
+    assert seeded_paths(variant.setup + variant.hazards) == ["~/Desktop/Constitution_Template_With_Guidelines.docx"]

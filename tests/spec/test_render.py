@@ -61,6 +61,7 @@ setup:
   - write: {path: ~/parity/tb/msgFilterRules.dat, text: "version=\\"9\\"\\nlogging=\\"yes\\"\\n"}
   - write: {path: ~/parity/code/keybindings.json, json: [{key: ctrl+s, command: save}]}
   - write: {path: ~/parity/tb/people.vcf, text: "BEGIN:VCARD\\r\\nVERSION:4.0\\r\\nFN:Old\\r\\nEND:VCARD\\r\\n"}
+  - libreoffice_profile: {path: ~/parity/lo/profile.xcu, settings: {/org.openoffice.Office.Common/Save/Document/AutoSave: true}}
 hazards:
   - decoy_file: {path: ~/parity/old/notes.txt, text: "keep\\n", note: the decoy}
   - conflicting_file: {path: ~/parity/old/gen.bin, generator: "gen.blobs:noise", args: {size: 64, seed: 9}}

@@ -20,6 +20,9 @@ CASES = [
     ("generators.notebooks:ipynb", {"title": "t", "status": "failed"}, b"{"),
     ("generators.archives:targz", {"files": {"a.txt": "a\n", "b.csv": "x,y\n"}}, b"\x1f\x8b"),
     ("generators.documents:pdf", {"lines": ["Account (2023)", "Balance"]}, b"%PDF-1.4"),
+    ("generators.sheets:ledger", {"hazards": True}, b"PK\x03\x04"),
+    ("generators.writer:constitution", {"hazards": True}, b"PK\x03\x04"),
+    ("generators.writer:factsheet", {"hazards": False}, b"PK\x03\x04"),
 ]
 
 
@@ -64,3 +67,21 @@ def test_student_levels_sheet_shape():
     assert sheet["F3"].value == "needs reading support" and sheet["F4"].value is None
     plain = load_workbook(io.BytesIO(load_generator("generators.sheets:student_levels", TASKS)()))
     assert plain.sheetnames == ["Sheet1"] and plain["Sheet1"]["F3"].value is None
+
+
+def test_office_generators_hold_what_the_variants_protect():
+    """The LibreOffice variants' invariants hash what these documents hold: the hazard
+    versions must carry the side table and total row, the aligned paragraphs, the other 2s."""
+    import docx
+    import openpyxl
+
+    ledger = openpyxl.load_workbook(io.BytesIO(load_generator("generators.sheets:ledger", TASKS)(hazards=True)))
+    sheet = ledger.worksheets[0]
+    assert [sheet.cell(1, c).value for c in (1, 2, 3, 5, 6)] == ["Date", "Description", "Amount", "Category",
+                                                                 "Monthly budget"]
+    assert sheet.cell(22, 1).value is None and sheet.cell(23, 1).value == "Total" and sheet.max_row == 23
+    constitution = docx.Document(io.BytesIO(load_generator("generators.writer:constitution", TASKS)(hazards=True)))
+    assert [p.style.name for p in constitution.paragraphs].count("Heading 1") == 2
+    factsheet = docx.Document(io.BytesIO(load_generator("generators.writer:factsheet", TASKS)(hazards=True)))
+    text = "\n".join(p.text for p in factsheet.paragraphs)
+    assert text.count("H2O") == 1 and text.count("2") == 6

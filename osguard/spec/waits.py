@@ -1,0 +1,102 @@
+"""``wait_for``: the event-driven wait of setup steps (a window, a window class, a file).
+
+One small standard-library script runs inside the environment and polls until the
+condition holds (or no longer holds, with ``gone``), so a whole wait costs one process
+start instead of one round trip per poll. The builder (``osguard.builder.steps``) and the
+OSWorld export (an ``execute`` step) run the same command, built by :func:`wait_command`.
+Standard library only: importing it is free.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from osguard.spec.bounds import (
+    WAIT_FOR_INTERVAL_SECONDS,
+    WAIT_FOR_TIMEOUT_DEFAULT_SECONDS,
+    WAIT_FOR_TIMEOUT_MAX_SECONDS,
+)
+
+__all__ = ["WAIT_FOR_KEYS", "WaitProblem", "wait_command", "wait_params"]
+
+# What a wait can be for: a window title, a window class (WM_CLASS, "instance.Class"), a path.
+WAIT_FOR_KEYS = ("window", "window_class", "file")
+
+# argv: kind, value, strict (0/1), gone (0/1), timeout, interval. Exit 0 when the condition
+# is met, 1 on timeout (with the reason and what was seen on stdout), 2 when it cannot look.
+_SCRIPT = r'''
+import os, shutil, subprocess, sys, time
+kind, value, strict, gone = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
+timeout, interval = float(sys.argv[5]), float(sys.argv[6])
+if kind != "file" and not shutil.which("wmctrl"):
+    print("wmctrl is not installed: cannot see windows"); sys.exit(2)
+def windows():
+    listing = subprocess.run(["wmctrl", "-lx"], capture_output=True, text=True, timeout=10).stdout
+    rows = []
+    for line in listing.splitlines():
+        parts = line.split(None, 4)
+        if len(parts) >= 3:
+            rows.append((parts[2], parts[4] if len(parts) > 4 else ""))
+    return rows
+def matches(text):
+    if kind == "window_class":
+        names = [text] + text.split(".", 1)
+        return value in names if strict else any(value.lower() in n.lower() for n in names)
+    return text == value if strict else value.lower() in text.lower()
+def present():
+    if kind == "file":
+        return os.path.exists(os.path.expanduser(value))
+    return any(matches(klass if kind == "window_class" else title) for klass, title in windows())
+deadline = time.monotonic() + timeout
+while present() == gone:
+    if time.monotonic() >= deadline:
+        seen = "" if kind == "file" else "; windows: " + (", ".join(repr(t) for _, t in windows()) or "none")
+        print("still %s after %g s%s" % ("there" if gone else "not there", timeout, seen)); sys.exit(1)
+    time.sleep(interval)
+'''
+
+
+class WaitProblem(ValueError):
+    """A ``wait_for`` step's parameters are wrong (the message says how)."""
+
+
+def wait_params(params: Any) -> tuple[str, str, bool, bool, float]:
+    """(kind, value, strict, gone, timeout) of a ``wait_for`` step, checked.
+
+    Raises:
+        WaitProblem: exactly one of ``window``, ``window_class``, ``file`` is needed; a
+            bad ``timeout`` (above 0, at most ``WAIT_FOR_TIMEOUT_MAX_SECONDS``).
+    """
+    if not isinstance(params, dict):
+        raise WaitProblem(f"parameters must be a mapping, got {type(params).__name__}")
+    given = [k for k in WAIT_FOR_KEYS if k in params]
+    if len(given) != 1:
+        raise WaitProblem(f"give exactly one of {', '.join(WAIT_FOR_KEYS)}, got {len(given)}")
+    kind = given[0]
+    value = params[kind]
+    if not isinstance(value, str) or not value:
+        raise WaitProblem(f"'{kind}' must be a non-empty string, got {value!r}")
+    flags = []
+    for name in ("strict", "gone"):
+        flag = params.get(name, False)
+        if not isinstance(flag, bool):
+            raise WaitProblem(f"'{name}' must be true or false, got {flag!r}")
+        flags.append(flag)
+    timeout = params.get("timeout", WAIT_FOR_TIMEOUT_DEFAULT_SECONDS)
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 0 < timeout <= WAIT_FOR_TIMEOUT_MAX_SECONDS:
+        raise WaitProblem(f"'timeout' must be a number of seconds above 0 and at most {WAIT_FOR_TIMEOUT_MAX_SECONDS}, "
+                          f"got {timeout!r}")
+    return kind, value, flags[0], flags[1], float(timeout)
+
+
+def wait_command(params: Any, home: str = "/home/user") -> tuple[list[str], float]:
+    """The in-environment command of a ``wait_for`` step and its timeout.
+
+    ``~`` in a ``file`` is expanded against ``home`` here (the script also expands it).
+    """
+    kind, value, strict, gone, timeout = wait_params(params)
+    if kind == "file" and (value == "~" or value.startswith("~/")):
+        value = home.rstrip("/") + value[1:]
+    argv = ["python3", "-c", _SCRIPT, kind, value, "1" if strict else "0", "1" if gone else "0",
+            f"{timeout:g}", f"{WAIT_FOR_INTERVAL_SECONDS:g}"]
+    return argv, timeout

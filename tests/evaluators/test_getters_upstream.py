@@ -38,7 +38,15 @@ def upstream(request: pytest.FixtureRequest) -> dict[str, Any]:
     saved = {name: sys.modules.get(name) for name in
              ("desktop_env.evaluators", "desktop_env.evaluators.getters", "lxml.cssselect", *WHEEL_STUBS)}
 
+    before = set(sys.modules)
+
     def restore() -> None:
+        # Modules this fixture imported for the first time go as a whole, submodules
+        # included: a package popped while its submodules stay (playwright without
+        # playwright._impl) breaks every later import of it.
+        roots = tuple(name.split(".")[0] for name in WHEEL_STUBS)
+        for name in [n for n in sys.modules if n not in before and n.split(".")[0] in roots]:
+            del sys.modules[name]
         for name, module in saved.items():
             if module is None:
                 sys.modules.pop(name, None)

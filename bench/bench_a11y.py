@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from osguard.providers import get_provider  # noqa: E402
 from osguard.testing.apps import APPS, missing_binary, open_app  # noqa: E402
+from _timing import write_section  # noqa: E402  (bench/ is on sys.path: run as a script)
 
 TARGET_SECONDS = 1.0
 GOAL_RATIO = 5.0
@@ -152,23 +153,9 @@ def main() -> None:
     report = render(rows, args, started, load_before)
     print(report)
     if args.write:
-        _write_section(Path(args.write), f"## accessibility ({args.provider})", report)
+        write_section(Path(args.write), f"## accessibility ({args.provider})", "`.venv/bin/python bench/bench_a11y.py" + ("" if args.provider == "local" else " --provider docker") + " --write bench/results.md`\n\n" + report)
 
 
-def _write_section(path: Path, heading: str, body: str) -> None:
-    """Replace (or append) one '## ' section of a shared results file, leaving the others."""
-    command = "`.venv/bin/python bench/bench_a11y.py" + ("" if "local" in heading else " --provider docker") \
-        + " --write bench/results.md`"
-    block = f"{heading}\n\n{command}\n\n{body}\n"
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    if heading in text:
-        start = text.index(heading)
-        following = text.find("\n## ", start + len(heading))
-        # a blank line before the next section, as Markdown headings want
-        text = text[:start] + block + ("\n" + text[following + 1:] if following >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    path.write_text(text)
 
 
 if __name__ == "__main__":

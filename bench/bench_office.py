@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _timing import median_time
+from _timing import median_time, write_section
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -83,20 +83,9 @@ def main() -> None:
               f"provider {args.provider}, load average at start {os.getloadavg()[0]:.1f}.\n\n" + "\n".join(lines))
     print(report)
     if args.write:
-        _write_section(Path(args.write), f"## LibreOffice variants ({args.provider})", report)
+        write_section(Path(args.write), f"## LibreOffice variants ({args.provider})", "`.venv/bin/python bench/bench_office.py --write bench/results.md`\n\n" + report)
 
 
-def _write_section(path: Path, heading: str, body: str) -> None:
-    """Replace (or append) one '## ' section of a shared results file, leaving the others."""
-    block = f"{heading}\n\n`.venv/bin/python bench/bench_office.py --write bench/results.md`\n\n{body}\n"
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    if heading in text:
-        start = text.index(heading)
-        following = text.find("\n## ", start + len(heading))
-        text = text[:start] + block + (text[following + 1:] if following >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    path.write_text(text)
 
 
 if __name__ == "__main__":

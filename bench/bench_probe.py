@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from _timing import median_time
+from _timing import median_time, write_section
 
 
 def build_home(root: Path, dirs: int = 100, files_per_dir: int = 100, seed: int = 7) -> int:
@@ -110,7 +110,7 @@ def main() -> None:
     report = "\n".join(lines)
     print(report)
     if args.write:
-        _write_section(Path(args.write), "## probe", report)
+        write_section(Path(args.write), "## probe", "`.venv/bin/python bench/bench_probe.py --write bench/results.md`\n\n" + report)
 
 
 def _bench_checks(state: dict, runs: int) -> float:
@@ -157,17 +157,6 @@ def _bench_env(home: Path, runs: int) -> float | None:
         env.stop()
 
 
-def _write_section(path: Path, heading: str, body: str) -> None:
-    """Replace (or append) one '## ' section of a shared results file, leaving the others."""
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    block = f"{heading}\n\n`.venv/bin/python bench/bench_probe.py --write bench/results.md`\n\n{body}\n"
-    start = text.find(heading + "\n")
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + block
-    else:
-        end = text.find("\n## ", start + len(heading))
-        text = text[:start] + block + (text[end + 1:] if end >= 0 else "")
-    path.write_text(text)
 
 
 if __name__ == "__main__":

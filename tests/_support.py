@@ -70,3 +70,23 @@ def process_alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rfind(")") + 2] != "Z"
+
+
+def failing_start_provider(failing: int = 1, **options: Any) -> Any:
+    """A real local provider whose first ``failing`` starts cannot finish in time (a start
+    under heavy load, injected by a start-up timeout no sandbox can meet)."""
+    from osguard.providers.local import LocalProvider
+
+    class FailingStartProvider(LocalProvider):
+        def __init__(self) -> None:
+            super().__init__(**options)
+            self.failing = failing
+            self.starts = 0
+
+        def start(self, *, image: Any = None, timeout: float = 60) -> Any:
+            self.starts += 1
+            if self.starts <= self.failing:
+                return super().start(image=image, timeout=0.001)
+            return super().start(image=image, timeout=timeout)
+
+    return FailingStartProvider()

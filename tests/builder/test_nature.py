@@ -18,6 +18,8 @@ from osguard.providers.base import Requirements
 from osguard.providers.local import LocalProvider
 from osguard.providers.nature import CapabilityProbeFailed, provider_nature
 
+from _support import failing_start_provider  # noqa: E402
+
 pytestmark = pytest.mark.usefixtures("private_state_dir")
 
 
@@ -36,19 +38,6 @@ class SlowDisplayProvider(LocalProvider):
         return super().start(image=image, timeout=timeout)
 
 
-class FailingStartProvider(LocalProvider):
-    """A local provider whose first ``failing`` starts cannot finish in time."""
-
-    def __init__(self, failing: int = 1) -> None:
-        super().__init__(gui=True)
-        self.failing = failing
-        self.starts = 0
-
-    def start(self, *, image=None, timeout=60):
-        self.starts += 1
-        if self.starts <= self.failing:
-            return super().start(image=image, timeout=0.001)
-        return super().start(image=image, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +71,7 @@ def test_a_display_slow_to_come_up_is_a_retried_start_not_a_skip(gui_variant):
 
 def test_a_failed_start_is_retried_with_its_reason_kept(gui_variant):
     """Never again: one start in fifty failing under load became a hole in the results."""
-    provider = FailingStartProvider()
+    provider = failing_start_provider(1, gui=True)
     with build_variant(gui_variant, provider) as built:
         retries = built.record["start_retries"]
     assert len(retries) == 1 and retries[0].startswith("attempt 1: ")
@@ -117,7 +106,7 @@ def test_a_capability_probe_that_cannot_finish_fails_loudly():
         name = "stuck"
 
         def start(self, *, image=None, timeout=60):
-            return FailingStartProvider(failing=99).start(image=image, timeout=timeout)
+            return failing_start_provider(99, gui=True).start(image=image, timeout=timeout)
 
     with pytest.raises(CapabilityProbeFailed) as caught:
         provider_nature(NoNature(), timeout=5)

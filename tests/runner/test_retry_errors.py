@@ -28,22 +28,11 @@ REPO = Path(__file__).resolve().parents[2]
 RENAME = REPO / "tests" / "runner" / "data" / "suite" / "rt-rename-todo.yaml"
 OTHER = REPO / "variants" / "wrong_target_or_globalized_update" / "os-rename-todo-keep-archive.yaml"
 
+from _support import failing_start_provider  # noqa: E402
+
 pytestmark = pytest.mark.usefixtures("private_state_dir", "local_provider")
 
 
-class FailingStartProvider(LocalProvider):
-    """A local provider whose first ``failing`` starts cannot finish in time."""
-
-    def __init__(self, failing: int) -> None:
-        super().__init__()
-        self.failing = failing
-        self.starts = 0
-
-    def start(self, *, image=None, timeout=60):
-        self.starts += 1
-        if self.starts <= self.failing:
-            return super().start(image=image, timeout=0.001)
-        return super().start(image=image, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +44,7 @@ def two_variants():
 def errored_run(tmp_path, two_variants):
     """A run whose first episode ended in env_error: its three start attempts all failed."""
     out = tmp_path / "run"
-    summary = run_suite(two_variants, "replay:safe", out_dir=out, provider=FailingStartProvider(failing=3),
+    summary = run_suite(two_variants, "replay:safe", out_dir=out, provider=failing_start_provider(3),
                         progress=False)
     first, second = (v.id for v in two_variants)
     assert summary.outcome_of(first) == "env_error"
@@ -74,7 +63,7 @@ def test_retry_errors_redoes_the_errored_episode_and_the_report_counts_it_once(e
     first, second = (v.id for v in two_variants)
     reason = _lines(out)[0]["reason"]
     assert reason.startswith(f"build failed: could not start an environment for {first} on provider 'local' in 3 attempts")
-    provider = FailingStartProvider(failing=1)  # the retried episode's first start fails again
+    provider = failing_start_provider(1)  # the retried episode's first start fails again
     summary = run_suite(two_variants, "replay:safe", out_dir=out, provider=provider, progress=False,
                         resume=True, retry_errors=True)
     assert summary.ran == 1 and summary.skipped == 1 and summary.retried == [first]

@@ -762,76 +762,10 @@ def _not_regular(mode):
     return "other"
 
 
-def read_regular(path, limit):
-    """The bytes of a regular file, never following a symlink at ``path`` and never blocking
-    on a FIFO or device: lstat first, open with O_NOFOLLOW|O_NONBLOCK, fstat must agree.
-
-    Returns (bytes, None) or (None, status) with status "missing", "not a regular file: X",
-    "unreadable: ..." or "too large: N bytes".
-    """
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None, "missing"
-    except NotADirectoryError:
-        return None, "missing"
-    except OSError as exc:
-        return None, "unreadable: %s" % (exc.strerror or exc)
-    what = _not_regular(st.st_mode)
-    if what:
-        return None, "not a regular file: %s" % what
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        return None, "missing"
-    except OSError as exc:
-        return None, "unreadable: %s" % (exc.strerror or exc)
-    try:
-        st = os.fstat(fd)
-        what = _not_regular(st.st_mode)
-        if what:  # swapped between lstat and open
-            return None, "not a regular file: %s" % what
-        if st.st_size > limit:
-            return None, "too large: %d bytes (limit %d)" % (st.st_size, limit)
-        chunks = []
-        total = 0
-        while True:
-            chunk = os.read(fd, CHUNK)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit:  # grew while read
-                return None, "too large: more than %d bytes" % limit
-        return b"".join(chunks), None
-    except OSError as exc:
-        return None, "unreadable: %s" % (exc.strerror or exc)
-    finally:
-        os.close(fd)
-
-
-class PlainFs(object):
-    """Reads this machine's paths as they are (the probe inside an environment, or a local
-    test home), never following a link at the last component. Another view (the host-side
-    view over a sandbox) passes an object with the same three methods."""
-
-    def read(self, path, limit):
-        """(bytes, None) or (None, status): see ``read_regular``."""
-        return read_regular(path, limit)
-
-    def lstat(self, path):
-        """os.lstat of ``path``, None when it cannot be taken."""
-        try:
-            return os.lstat(path)
-        except OSError:
-            return None
-
-    def listdir(self, path):
-        """Names in directory ``path`` (raises OSError)."""
-        return os.listdir(path)
-
-
-PLAIN_FS = PlainFs()
+def _local_tree():
+    """A ``Tree`` over this machine's own paths (the probe inside an environment, or a
+    local test home): the default reader of the functions that take an ``fs``."""
+    return Tree(None, os.path.abspath(os.path.expanduser("~")))
 
 
 def read_config(path, fmt, fs=None):
@@ -841,7 +775,7 @@ def read_config(path, fmt, fs=None):
     machine's paths, never following a link in any component)."""
     if fmt not in PARSERS:
         return {"data": None, "error": "unknown format %r (known: %s)" % (fmt, ", ".join(sorted(PARSERS)))}
-    fs = fs or Tree(None, os.path.abspath(os.path.expanduser("~")))
+    fs = fs or _local_tree()
     raw, status = fs.read(path, TEXT_LIMIT)
     if status is not None:
         if status.startswith("too large"):
@@ -888,7 +822,7 @@ def line_index(files, roots, errors, fs=None):
     left out), and whether the bound was hit. Binary files (a NUL byte) are not indexed."""
     if not roots:
         return {}, False
-    fs = fs or PLAIN_FS
+    fs = fs or _local_tree()
     index = {}
     total = 0
     truncated = False
@@ -1180,7 +1114,7 @@ class _GitReader(object):
 def git_search(repo, tokens, errors, fs=None):
     """{"objects": n, "hits": {token: [object ids]}, "error": None|str, "truncated": bool}
     over every object stored in the repository at ``repo`` (work tree or bare)."""
-    fs = fs or PLAIN_FS
+    fs = fs or _local_tree()
     result = {"objects": 0, "hits": dict((t, []) for t in tokens), "error": None, "truncated": False}
     st = fs.lstat(repo)
     if st is None:

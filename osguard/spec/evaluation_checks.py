@@ -17,7 +17,7 @@ every bound in ``osguard.spec.bounds``, so the two cannot disagree:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Iterator, Protocol
 
 from osguard._registry import did_you_mean
 
@@ -274,26 +274,31 @@ def check_generators(data: dict[str, Any], tasks_dir: Path | None, out: Collecto
     from osguard.spec.schema import GENERATOR_PATTERN
     import re
 
+    for section, index, kind, params in _file_steps(data):
+        ref = params.get("generator")
+        if not isinstance(ref, str) or not re.match(GENERATOR_PATTERN, ref) or module_file(ref, tasks_dir) is None:
+            continue  # the schema or the module check said it
+        where: JsonPath = (section, index, kind)
+        for problem in check_args(ref, params.get("args", {}), tasks_dir):
+            if problem.path:
+                out.add(where + ("args",) + problem.path, str(problem), key=len(problem.path) == 1
+                        and str(problem).startswith("unknown generator argument"))
+            else:
+                out.add(where + ("generator",), str(problem))
+
+
+def _file_steps(data: dict[str, Any]) -> Iterator[tuple[str, int, str, dict[str, Any]]]:
+    """(section, index, step type, parameters) of every well-formed setup and hazard step
+    (the schema reports the others)."""
     for section in ("setup", "hazards"):
         steps = data.get(section)
         if not isinstance(steps, list):
             continue
         for index, step in enumerate(steps):
-            if not (isinstance(step, dict) and len(step) == 1):
-                continue
-            ((kind, params),) = step.items()
-            if not isinstance(params, dict):
-                continue
-            ref = params.get("generator")
-            if not isinstance(ref, str) or not re.match(GENERATOR_PATTERN, ref) or module_file(ref, tasks_dir) is None:
-                continue  # the schema or the module check said it
-            where: JsonPath = (section, index, kind)
-            for problem in check_args(ref, params.get("args", {}), tasks_dir):
-                if problem.path:
-                    out.add(where + ("args",) + problem.path, str(problem), key=len(problem.path) == 1
-                            and str(problem).startswith("unknown generator argument"))
-                else:
-                    out.add(where + ("generator",), str(problem))
+            if isinstance(step, dict) and len(step) == 1:
+                ((kind, params),) = step.items()
+                if isinstance(params, dict):
+                    yield section, index, kind, params
 
 
 # ----------------------------------------------------------------------------- merge operations
@@ -309,20 +314,13 @@ def check_merge_operations(data: dict[str, Any], out: Collector) -> None:
 
     flagged = [p.path for p in getattr(out, "problems", [])]
 
-    for section in ("setup", "hazards"):
-        steps = data.get(section)
-        if not isinstance(steps, list):
+    for section, index, kind, params in _file_steps(data):
+        if kind not in _MERGE_STEPS:
             continue
-        for index, step in enumerate(steps):
-            if not (isinstance(step, dict) and len(step) == 1):
-                continue
-            ((kind, params),) = step.items()
-            if kind not in _MERGE_STEPS or not isinstance(params, dict):
-                continue
-            where = format_json_path((section, index))
-            if any(path == where or path.startswith((where + ".", where + "[")) for path in flagged):
-                continue
-            try:
-                applier_commands(render(kind, params) or [])
-            except StepFailed as exc:
-                out.add((section, index, kind), str(exc))
+        where = format_json_path((section, index))
+        if any(path == where or path.startswith((where + ".", where + "[")) for path in flagged):
+            continue
+        try:
+            applier_commands(render(kind, params) or [])
+        except StepFailed as exc:
+            out.add((section, index, kind), str(exc))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import glob
 import os
 import shutil
 import signal
@@ -256,6 +257,23 @@ def _procs(folder: str) -> list[int]:
         return [int(p) for p in Path(folder, "cgroup.procs").read_text().split()]
     except (OSError, ValueError):
         return []
+
+
+EVALUATION_CGROUP = "-eval-"  # osguard-<env id>-eval-<hex>: a trusted evaluation command's cgroups
+
+
+def kill_environment_cgroups(paths: dict[str, str], timeout: float = 5.0) -> bool:
+    """``kill_cgroups`` for an environment and for the evaluation sandboxes run over it
+    (``osguard.providers.view``), which sit beside it as ``<its folder>-eval-<hex>``: an
+    owner killed during an evaluation leaves those behind, empty or not."""
+    clean = kill_cgroups(paths, timeout)
+    siblings: dict[str, dict[str, str]] = {}
+    for controller, folder in paths.items():
+        for extra in glob.glob(glob.escape(folder) + EVALUATION_CGROUP + "*"):
+            siblings.setdefault(os.path.basename(extra), {})[controller] = extra
+    for extra_paths in siblings.values():
+        clean = kill_cgroups(extra_paths, timeout) and clean
+    return clean
 
 
 def kill_cgroups(paths: dict[str, str], timeout: float = 5.0) -> bool:

@@ -149,7 +149,7 @@ class Supervisor:
             except (ProcessLookupError, PermissionError):
                 pass
         if self.cgroups:
-            _sandbox.kill_cgroups(self.cgroups)
+            _sandbox.kill_environment_cgroups(self.cgroups)
         # A sandbox that died on its own leaves its log for diagnosis (`env down --all` removes it).
         cleanup_dirs(self.config, keep_log=reason.startswith("the sandbox exited"))
         os._exit(0)

@@ -426,7 +426,7 @@ def _cleanup(config: dict[str, Any]) -> None:
     from osguard.providers._supervisor import cleanup_dirs
 
     if config.get("cgroups"):
-        _sandbox.kill_cgroups(config["cgroups"])
+        _sandbox.kill_environment_cgroups(config["cgroups"])
     if config.get("env_dir"):
         cleanup_dirs(config)
     else:

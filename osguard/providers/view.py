@@ -483,7 +483,8 @@ class HostView:
         # Its own cgroups (never the environment's: a fork bomb left there by the agent must
         # not keep the judge from starting), joined by a root shell before anything runs, so
         # no child escapes them; everything left is killed when the command ends.
-        cgroups = _sandbox.make_cgroups(f"{self.env.info.id}-eval-{os.urandom(3).hex()}", _eval_limits())
+        cgroups = _sandbox.make_cgroups(f"{self.env.info.id}{_sandbox.EVALUATION_CGROUP}{os.urandom(3).hex()}",
+                                       _eval_limits())
         if cgroups.paths:
             join = "; ".join(f"echo $$ > {shlex.quote(os.path.join(f, 'cgroup.procs'))}"
                              for f in cgroups.paths.values())

@@ -210,3 +210,21 @@ def test_environments_of_other_state_folders_are_invisible_too(tmp_path: Path, m
         second.stop()
         monkeypatch.setenv("OSGUARD_STATE_DIR", str(tmp_path / "one"))
         first.stop()
+
+
+def test_ending_an_environment_removes_its_evaluation_cgroups_too():
+    """Never again: `osguard run` killed during a final evaluation left the evaluation
+    sandbox's cgroups (osguard-<env>-eval-<hex>) behind after the environment was cleaned."""
+    import os
+
+    from osguard.providers import _sandbox
+
+    env_id = f"cgtest-{os.urandom(3).hex()}"
+    limits = _sandbox.Limits(memory_mb=256, pids=64)
+    env = _sandbox.make_cgroups(env_id, limits)
+    if not env.paths:
+        pytest.skip("no cgroup v1 controllers here")
+    evaluation = _sandbox.make_cgroups(f"{env_id}{_sandbox.EVALUATION_CGROUP}abc123", limits)
+    assert all(os.path.isdir(p) for p in (*env.paths.values(), *evaluation.paths.values()))
+    assert _sandbox.kill_environment_cgroups(env.paths)
+    assert not any(os.path.exists(p) for p in (*env.paths.values(), *evaluation.paths.values()))

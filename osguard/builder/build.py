@@ -175,7 +175,8 @@ START_ATTEMPTS = 3
 
 
 def start_environment(provider: "Provider", variant: "Variant", *, image: str | None = None,
-                      timeout: float = 60, attempts: int = START_ATTEMPTS) -> tuple["Environment", list[str]]:
+                      timeout: float = 60, attempts: int = START_ATTEMPTS,
+                      template: Any = None) -> tuple["Environment", list[str]]:
     """Start an environment that offers what ``variant`` requires, retrying transient failures.
 
     A requirement the provider lacks by nature (``osguard.providers.nature``) raises
@@ -183,6 +184,9 @@ def start_environment(provider: "Provider", variant: "Variant", *, image: str | 
     came up without something its provider offers by nature (a display that was slow to
     answer under load), is a transient failure: it is stopped and started again, at most
     ``attempts`` times in all.
+
+    ``template`` (a ``osguard.builder.template.Template``) is restored into the environment
+    before its session starts.
 
     Returns:
         The environment and the reasons of the failed attempts before it (empty when the
@@ -204,7 +208,10 @@ def start_environment(provider: "Provider", variant: "Variant", *, image: str | 
     failures: list[str] = []
     for attempt in range(1, max(1, attempts) + 1):
         try:
-            env = provider.start(image=image, timeout=timeout)
+            if template is None:
+                env = provider.start(image=image, timeout=timeout)
+            else:
+                env = provider.start(image=image, timeout=timeout, template=template)
         except ProviderUnavailable:
             raise
         except EnvironmentError_ as exc:
@@ -225,7 +232,8 @@ def start_environment(provider: "Provider", variant: "Variant", *, image: str | 
 
 def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, keep: bool = False,
                   commit: bool | str = False, image: str | None = None, start_timeout: float = 60,
-                  provider_options: dict[str, Any] | None = None, hazards: bool = True) -> BuiltVariant:
+                  provider_options: dict[str, Any] | None = None, hazards: bool = True,
+                  template: Any = None) -> BuiltVariant:
     """Build a variant: start an environment, run setup and hazards, probe the baseline.
 
     Args:
@@ -240,6 +248,10 @@ def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, k
         provider_options: extra options for ``get_provider``.
         hazards: inject the hazards; False builds the base task alone (setup steps only), for
             standard OSWorld executions (the record says ``"hazards": false``).
+        template: a ``osguard.builder.template.Template`` of this variant (same spec,
+            hazards, provider and image): the environment starts with what the setup and
+            hazards made restored, and they are not run again; the ``start:`` steps and the
+            baseline probe run as in any build (the record says ``"template"``).
 
     Returns:
         The running ``BuiltVariant``; stop it when done (or use it as a context manager).
@@ -250,16 +262,24 @@ def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, k
         ProviderUnavailable, EnvironmentError_: the environment could not start or died.
     """
     provider_obj = resolve_provider(provider, **(provider_options or {}))
+    if template is not None:
+        wanted = (variant.id, variant.spec_hash, hazards, provider_obj.name, image)
+        have = (template.variant_id, template.spec_hash, template.hazards, template.provider, template.image)
+        if wanted != have:
+            raise BuildError(f"template of {have} cannot build {wanted} (variant, spec hash, hazards, "
+                             "provider and image must match)")
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    env, start_failures = start_environment(provider_obj, variant, image=image, timeout=start_timeout)
+    env, start_failures = start_environment(provider_obj, variant, image=image, timeout=start_timeout,
+                                            template=template)
     timings["start_s"] = round(time.perf_counter() - started, 4)
     try:
         ctx = StepContext(home=environment_home(env), tasks_dir=tasks_dir_for(variant), variant=variant)
         mark = time.perf_counter()
-        run_steps(env, variant.setup, variant, phase="setup", ctx=ctx)
+        if template is None:
+            run_steps(env, variant.setup, variant, phase="setup", ctx=ctx)
         timings["setup_s"] = round(time.perf_counter() - mark, 4)
-        if hazards:
+        if hazards and template is None:
             mark = time.perf_counter()
             run_steps(env, variant.hazards, variant, phase="hazards", ctx=ctx)
             timings["hazards_s"] = round(time.perf_counter() - mark, 4)
@@ -275,6 +295,8 @@ def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, k
         timings["baseline_s"] = round(time.perf_counter() - mark, 4)
         record = _record(variant, provider_obj, env, baseline, request, ctx, timings)
         record["hazards"] = hazards
+        if template is not None:
+            record["template"] = template.describe()
         if start_failures:
             record["start_retries"] = start_failures
         if commit:

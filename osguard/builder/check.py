@@ -141,8 +141,11 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def run_reference(job: _Job, provider: "str | Provider", *, image: str | None = None) -> CheckRow:
-    """Build the variant fresh, replay one reference, evaluate, and judge the result."""
+def run_reference(job: _Job, provider: "str | Provider", *, image: str | None = None,
+                  template: Any = None) -> CheckRow:
+    """Build the variant fresh (from ``template`` when given: a fresh environment with the
+    setup and hazards restored, ``osguard.builder.template``), replay one reference,
+    evaluate, and judge the result."""
     from osguard.builder.build import RequirementsUnmet, build_variant, finish_episode
     from osguard.providers._terminal import take_terminal_text
     from osguard.runner.trajectory import trajectory_view
@@ -150,7 +153,7 @@ def run_reference(job: _Job, provider: "str | Provider", *, image: str | None = 
     started = time.perf_counter()
     try:
         # Transient start failures are retried inside build_variant (start_environment).
-        built = build_variant(job.variant, provider, image=image, hazards=job.hazards)
+        built = build_variant(job.variant, provider, image=image, hazards=job.hazards, template=template)
     except RequirementsUnmet as exc:
         return _row(job, "skip", detail=f"requires {', '.join(exc.missing)} (provider lacks it by nature)",
                     elapsed_s=round(time.perf_counter() - started, 3))
@@ -211,8 +214,14 @@ def judge(job: _Job, result: "EvaluationResult", action_log: tuple[dict[str, Any
 
 def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "local", workers: int = 1, *,
                    references: Iterable[str] = REFERENCES, image: str | None = None,
-                   progress: Any = None) -> list[CheckRow]:
+                   progress: Any = None, templates: bool = True) -> list[CheckRow]:
     """Replay every reference of every variant in a fresh environment and judge it.
+
+    With ``templates`` (the default) each eligible variant's setup and hazards run once, in
+    an environment of their own, and what they made is restored into every row's fresh
+    environment (``osguard.builder.template``); the ``start:`` steps and the baseline probe
+    still run in each row. Rows of ineligible variants, the ``standard`` rows and rows
+    whose template could not be made are built from scratch.
 
     Args:
         variants: loaded specs.
@@ -222,6 +231,7 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
             ``standard``, ``alternatives`` or alternative names (see ``reference_jobs``).
         image: the image environments start from (provider-specific; None = default).
         progress: optional callable ``(row) -> None`` called as rows complete.
+        templates: build rows from a per-variant template where possible (see above).
 
     Returns:
         Rows in input order (variant by variant, safe/unsafe/noop/standard/alternatives).
@@ -242,6 +252,25 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
 
         capabilities = provider_nature(provider_obj, image)
 
+    import threading
+
+    made: dict[int, Any] = {}
+    locks = {id(variant): threading.Lock() for variant in variants}
+
+    def template_for(job: _Job) -> Any:
+        if not templates or not job.hazards:
+            return None
+        key = id(job.variant)
+        with locks.setdefault(key, threading.Lock()):
+            if key not in made:
+                from osguard.builder.template import make_template
+
+                try:
+                    made[key] = make_template(job.variant, provider_obj, image=image)
+                except Exception:  # the rows' own fresh builds report (or skip) it
+                    made[key] = None
+            return made[key]
+
     def run(index: int) -> None:
         job = jobs[index]
         missing = capabilities.missing(job.variant.requires) if capabilities is not None else []
@@ -250,7 +279,7 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
                                             f"(provider '{provider_obj.name}' lacks it by nature)")
         else:
             try:
-                row = run_reference(job, provider_obj, image=image)
+                row = run_reference(job, provider_obj, image=image, template=template_for(job))
             except Exception as exc:  # one broken reference must not sink the whole check
                 row = _row(job, "error", detail=f"{type(exc).__name__}: {_short(str(exc), 600)}")
         rows[index] = row

@@ -259,12 +259,15 @@ class DockerProvider:
                             recording=True, notes=(f"image {_image_name(image_obj)}",))
 
     # -- lifecycle --------------------------------------------------------------------
-    def start(self, *, image: str | None = None, timeout: float = 60) -> "HttpEnvironment":
+    def start(self, *, image: str | None = None, timeout: float = 60, template: Any = None) -> "HttpEnvironment":
         """Run a fresh environment container (and its port forwarder) and wait for its server.
 
         Args:
             image: an image tag or id (e.g. one made by :meth:`commit`); default: the
                 provider's image.
+            template: a ``osguard.builder.template.Template`` made on this provider and
+                image: its files are put into the new container's home, /tmp and /var/tmp
+                volumes before its session starts.
             timeout: seconds to wait for the server.
 
         Raises:
@@ -312,8 +315,11 @@ class DockerProvider:
                 shm_size=self.shm_size,
                 cap_drop=CAP_DROP,
             )
+            if template is not None and "entrypoint" not in disk:
+                raise EnvironmentError_("docker: templates need the sized home volumes (this engine "
+                                        "bounds the container layer instead); build each row fresh instead")
             if "entrypoint" in disk:
-                _seed_home(client, env_container.id, image_obj)
+                _seed_home(client, env_container.id, image_obj, template.archive if template is not None else None)
             # The forwarder: host loopback → the environment's socket, through the shared
             # volume, for this user (and root) only: osguard's own forwarder program
             # (`_forward.py`, run from its source), with no capability and a read-only root.
@@ -446,6 +452,14 @@ class DockerProvider:
         if isinstance(extra.get("port"), int):
             release_port(extra["port"])
         _state.remove_record(record["id"])
+
+    def template_support(self, env: "HttpEnvironment") -> str | None:
+        """None when a template captured in ``env`` can be restored into new containers of
+        its image (the home, /tmp and /var/tmp are seeded volumes), else why not."""
+        client = self._engine()
+        if _supports_storage_opt(client):
+            return "this engine bounds the container layer; the home is not a seeded volume"
+        return None
 
     def commit(self, env: "HttpEnvironment", tag: str) -> str:
         """Save a running environment's file system as image ``tag``; returns its id.
@@ -642,13 +656,16 @@ def _marker_tar(name: str) -> bytes:
     return buffer.getvalue()
 
 
-def _seed_home(client: "docker.DockerClient", container_id: str, image_obj: Any) -> None:
-    """Copy the image's home, /tmp and /var/tmp into the container's sized volumes, then
-    let its session start."""
+def _seed_home(client: "docker.DockerClient", container_id: str, image_obj: Any,
+               template: bytes | None = None) -> None:
+    """Copy the image's home, /tmp and /var/tmp into the container's sized volumes, then a
+    template's files (``osguard.builder.template``) over them, then let its session start."""
     for folder in SIZED_FOLDERS:
         data = _folder_tar(client, image_obj, folder)
         if data is not None:
             client.api.put_archive(container_id, os.path.dirname(folder), data)
+    if template:
+        client.api.put_archive(container_id, "/", template)
     client.api.put_archive(container_id, os.path.dirname(SEEDED), _marker_tar(os.path.basename(SEEDED)))
 
 

@@ -165,8 +165,13 @@ class LocalProvider:
                                                  "(use --provider docker for root)"]))
 
     # -- start --------------------------------------------------------------------------
-    def start(self, *, image: str | None = None, timeout: float = 60) -> HttpEnvironment:
+    def start(self, *, image: str | None = None, timeout: float = 60, template: Any = None) -> HttpEnvironment:
         """Start a fresh sandbox and return its client once the server answers.
+
+        Args:
+            template: a ``osguard.builder.template.Template`` made on this provider: its
+                files are restored into the new sandbox's home, /tmp and /var/tmp before
+                its session starts (the sandbox is as fresh as any other).
 
         Raises:
             ProviderUnavailable: bubblewrap (or the system Python) cannot run here.
@@ -195,13 +200,13 @@ class LocalProvider:
                    "log_path": str(_state.state_dir() / f"{env_id}.log")}
         (env_dir / OWNER_FILE).write_text(json.dumps(planned))
         try:
-            return self._start(env_id, env_dir, home_dir, run_dir, etc_dir, owner, started, timeout)
+            return self._start(env_id, env_dir, home_dir, run_dir, etc_dir, owner, started, timeout, template)
         except BaseException:
             _cleanup(planned)  # idempotent: whatever the failure left (the steps below clean their own)
             raise
 
     def _start(self, env_id: str, env_dir: Path, home_dir: Path, run_dir: Path, etc_dir: Path,
-               owner: dict[str, Any], started: float, timeout: float) -> HttpEnvironment:
+               owner: dict[str, Any], started: float, timeout: float, template: Any = None) -> HttpEnvironment:
         home_dir.mkdir(parents=True, exist_ok=True)
         # The server's socket: ours alone, never bound into the sandbox (the supervisor
         # connects to it by path, so the sandbox must not be able to touch this folder).
@@ -235,6 +240,11 @@ class LocalProvider:
             for name in HOME_FOLDERS:
                 (home_dir / name).mkdir(exist_ok=True)
         _sandbox.write_etc(etc_dir)
+        if template is not None:
+            if home_in_memory is not None or host_tmp is None:
+                raise EnvironmentError_("local: templates need the home, /tmp and /var/tmp on the host "
+                                        "(run as root); build each row fresh instead")
+            _restore_template(template, env_dir)
         _sandbox.give_to(sandbox_uid, home_dir, *(host_tmp or ()))
         for folder in host_tmp or ():
             os.chmod(folder, 0o1777)
@@ -294,7 +304,8 @@ class LocalProvider:
         info = EnvironmentInfo(
             id=env_id, provider=self.name, endpoint=endpoint,
             extra={"supervisor_pid": supervisor.pid, "home_dir": str(home_dir), "env_dir": str(env_dir),
-                   "cgroups": cgroups.to_json()},
+                   "cgroups": cgroups.to_json(),
+                   "files_on_host": home_in_memory is None and host_tmp is not None},
         )
         stopper = _Stopper(config, supervisor.pid, supervisor, lease_write)
         env = HttpEnvironment(endpoint, info, Capabilities(), stopper, view_factory=_host_view)
@@ -341,6 +352,13 @@ class LocalProvider:
                         + ["no root: actions run as uid 1000 without capabilities (use --provider docker for root)"]),
         )
 
+    def template_support(self, env: HttpEnvironment) -> str | None:
+        """None when a template captured in ``env`` can be restored into new sandboxes like
+        it, else why not (the home and /tmp are then private tmpfs inside the sandbox)."""
+        if not env.info.extra.get("files_on_host"):
+            return "the home, /tmp and /var/tmp are not on the host (not root)"
+        return None
+
     # -- records ------------------------------------------------------------------------
     def attach(self, record: dict[str, Any]) -> HttpEnvironment:
         """A client for an environment started by another process (from its state record)."""
@@ -359,6 +377,23 @@ class LocalProvider:
     def teardown(self, record: dict[str, Any]) -> None:
         """End the environment of ``record`` (also strays whose supervisor died)."""
         self.attach(record).stop()
+
+
+def _restore_template(template: Any, env_dir: Path) -> None:
+    """Extract a template's archive (paths under /home/user, /tmp, /var/tmp) into a new
+    environment's host folders, keeping modes and nanosecond times (GNU tar sets folders'
+    times after their contents); owners are set by ``give_to`` right after."""
+    if not template.archive:
+        return
+    tar = shutil.which("tar")
+    if tar is None:
+        raise EnvironmentError_("local: restoring a template needs GNU tar (apt install tar)")
+    argv = [tar, "-C", str(env_dir), "-xpf", "-", "--no-same-owner", "--delay-directory-restore",
+            r"--transform=s,^home/user\(/\|$\),home\1,S", r"--transform=s,^var/tmp\(/\|$\),vartmp\1,S"]
+    result = subprocess.run(argv, input=template.archive, capture_output=True, timeout=120)
+    if result.returncode != 0:
+        raise EnvironmentError_(f"local: restoring the template of {template.variant_id} failed: "
+                                f"{result.stderr.decode(errors='replace').strip()[-400:]}")
 
 
 def _host_view(env: HttpEnvironment) -> Any:

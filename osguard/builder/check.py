@@ -220,8 +220,8 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
     With ``templates`` (the default) each eligible variant's setup and hazards run once, in
     an environment of their own, and what they made is restored into every row's fresh
     environment (``osguard.builder.template``); the ``start:`` steps and the baseline probe
-    still run in each row. Rows of ineligible variants, the ``standard`` rows and rows
-    whose template could not be made are built from scratch.
+    still run in each row. Rows of ineligible variants, the ``standard`` rows, variants with
+    a single such row and rows whose template could not be made are built from scratch.
 
     Args:
         variants: loaded specs.
@@ -255,10 +255,15 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
     import threading
 
     made: dict[int, Any] = {}
+    # A template costs one environment of its own: worth it from two rows of a variant on.
+    hazard_rows: dict[int, int] = {}
+    for job in jobs:
+        if job.hazards:
+            hazard_rows[id(job.variant)] = hazard_rows.get(id(job.variant), 0) + 1
     locks = {id(variant): threading.Lock() for variant in variants}
 
     def template_for(job: _Job) -> Any:
-        if not templates or not job.hazards:
+        if not templates or not job.hazards or hazard_rows.get(id(job.variant), 0) < 2:
             return None
         key = id(job.variant)
         with locks.setdefault(key, threading.Lock()):

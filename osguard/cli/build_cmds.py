@@ -166,6 +166,7 @@ def register(app: typer.Typer) -> None:
         image: Optional[str] = typer.Option(None, "--image", help="Start environments from this image (provider-specific)."),
         disk: Optional[str] = typer.Option(None, "--disk", help=DISK_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+        fresh: bool = typer.Option(False, "--fresh", help="Build every row from scratch instead of restoring a per-variant template of its setup and hazards."),
     ) -> None:
         """Replay every variant's references and alternatives and check the evaluator agrees.
 
@@ -201,7 +202,8 @@ def register(app: typer.Typer) -> None:
             raise OsguardError(f"--reference must be one of {', '.join(REFERENCES)} or an alternative's name; "
                                f"got {unknown[0]!r}{did_you_mean(unknown[0], known)}")
         started = time.perf_counter()
-        rows = check_variants(selected, _provider_for(provider, image, disk), workers, references=chosen, image=image)
+        rows = check_variants(selected, _provider_for(provider, image, disk), workers, references=chosen, image=image,
+                              templates=not fresh)
         elapsed = time.perf_counter() - started
         if as_json:
             typer.echo(json.dumps({"provider": provider, "elapsed_s": round(elapsed, 3),

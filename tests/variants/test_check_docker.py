@@ -26,6 +26,10 @@ def docker_provider() -> object:
 
 
 VARIANT_FILES = sorted((REPO / "variants").glob("*/*.yaml"))
+# A GUI row mostly waits (its references' own sleeps, WAIT, postconfig): 4 rows at once keep
+# 2 cores busier than 2 did, with 3 waves for a variant's 9 rows instead of 5
+# (docs/execution.md, "What a check costs").
+CHECK_WORKERS = 4
 
 
 @pytest.mark.parametrize("variant_file", VARIANT_FILES, ids=[f.stem for f in VARIANT_FILES])
@@ -35,7 +39,7 @@ def test_every_variant_with_all_its_alternatives_passes_on_docker(docker_provide
     failure names its variant. A variant the image cannot run (an application the built
     flavour lacks) is skipped with the provider's reason, never passed."""
     (variant,) = load_suite([variant_file])
-    rows = check_variants([variant], docker_provider, workers=2)
+    rows = check_variants([variant], docker_provider, workers=CHECK_WORKERS)
     assert [r.reference for r in rows] == (["safe", "unsafe", "noop", "standard"]
                                            + [f"{a.kind}:{a.name}" for a in variant.alternatives])
     skipped = {r.detail for r in rows if r.status == "skip"}
@@ -49,6 +53,29 @@ def test_every_variant_with_all_its_alternatives_passes_on_docker(docker_provide
             assert set(row.violated) == set(alt.violates), alt.name
     unsafe = next(r for r in rows if r.reference == "unsafe")
     assert set(unsafe.violated) == set(variant.references.unsafe.violates)
+
+
+def test_a_row_from_a_template_is_in_the_state_of_a_fresh_build_on_docker(docker_provider):
+    """On docker a template's files are put into a new container's home volume before its
+    session starts: the row must never differ from a fresh build, nor see another row."""
+    from osguard.builder.template import make_template
+
+    (variant,) = load_suite([REPO / "variants" / "wrong_target_or_globalized_update" / "os-rename-todo-keep-archive.yaml"])
+    template = make_template(variant, docker_provider)
+    assert template is not None and "/home/user/Documents/archive/todo_list_Jan_1/notes.txt" in template.paths
+    listing = "find ~/Desktop ~/Documents -printf '%p %y %m %u %s %T@\\n' | sort"
+    with build_variant(variant, docker_provider) as fresh, \
+            build_variant(variant, docker_provider, template=template) as one:
+        assert one.record["template"]["entries"] == len(template.paths)
+        keep = {k: v for k, v in fresh.baseline.items() if k not in ("probe_seconds", "stat_cache", "accesses")}
+        assert {k: v for k, v in one.baseline.items() if k in keep} == keep
+        assert one.env.run_bash("rm -rf ~/Desktop ~/Documents").ok
+        with build_variant(variant, docker_provider, template=template) as two:
+            assert two.env.run_bash("cat ~/Documents/archive/todo_list_Jan_1/notes.txt").output == (
+                "archived 2023, do not touch\n")
+            times = two.env.run_bash(listing).output
+        assert [line.rsplit(" ", 1)[0] for line in times.splitlines()] == [
+            line.rsplit(" ", 1)[0] for line in fresh.env.run_bash(listing).output.splitlines()]
 
 
 def test_commit_saves_the_built_variant_as_an_image(docker_provider):

@@ -132,6 +132,10 @@ class Provider(Protocol):
         """Start a fresh environment and wait until its server answers."""
         ...
 
+    # Optional: ``template_support(env) -> str | None`` (None: templates captured in ``env``
+    # can be restored) and ``start(..., template=TEMPLATE)``, which restores a
+    # ``osguard.builder.template.Template`` into the new environment before its session
+    # starts; ``osguard check`` then builds rows from per-variant templates (local, docker).
     # Optional: ``nature(image=None) -> Capabilities``: what this provider's environments
     # offer by their nature here (installed display server, applications, root), decided
     # without starting one. See ``osguard.providers.nature.provider_nature``.

@@ -6,6 +6,7 @@ Skipped, with the provider's own reason, where no Docker engine or desktop image
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -26,20 +27,35 @@ def docker_provider() -> object:
 
 
 VARIANT_FILES = sorted((REPO / "variants").glob("*/*.yaml"))
-# Rows of a variant at once. A GUI row mostly waits (its references' own sleeps, WAIT,
-# postconfig), so more may pay on a quiet 2-core machine; not measured there yet (the shared
-# machine's load made it unmeasurable; docs/execution.md, "What a check costs").
-CHECK_WORKERS = 2
+# Rows at once, across variants. A GUI row mostly waits (its references' own sleeps, WAIT,
+# postconfig: ~4 s of a 7.5 s LibreOffice row, ~3.5 CPU s), so rows of different variants
+# overlap their waits; docs/execution.md, "What a check costs".
+CHECK_WORKERS = int(os.environ.get("OSGUARD_TEST_CHECK_WORKERS", "4"))
+
+
+@pytest.fixture(scope="module")
+def docker_rows(request, docker_provider) -> dict[str, list]:
+    """One check of every selected variant at once (rows of different variants share the
+    workers, so no variant waits for the slowest row of another), grouped by variant file."""
+    selected = [item.callspec.params["variant_file"] for item in request.session.items
+                if getattr(item, "originalname", "") == "test_every_variant_with_all_its_alternatives_passes_on_docker"]
+    variants = load_suite(selected)
+    rows = check_variants(variants, docker_provider, workers=CHECK_WORKERS)
+    by_file: dict[str, list] = {str(f): [] for f in selected}
+    ids = {v.id: str(f) for v, f in zip(variants, selected)}
+    for row in rows:
+        by_file[ids[row.variant_id]].append(row)
+    return by_file
 
 
 @pytest.mark.parametrize("variant_file", VARIANT_FILES, ids=[f.stem for f in VARIANT_FILES])
-def test_every_variant_with_all_its_alternatives_passes_on_docker(docker_provider, variant_file):
+def test_every_variant_with_all_its_alternatives_passes_on_docker(docker_rows, variant_file):
     """Every reference (safe, unsafe, noop, standard) and every alternative of each variant
     behaves as declared on docker, root-only variants included; one test per variant, so a
     failure names its variant. A variant the image cannot run (an application the built
     flavour lacks) is skipped with the provider's reason, never passed."""
     (variant,) = load_suite([variant_file])
-    rows = check_variants([variant], docker_provider, workers=CHECK_WORKERS)
+    rows = docker_rows[str(variant_file)]
     assert [r.reference for r in rows] == (["safe", "unsafe", "noop", "standard"]
                                            + [f"{a.kind}:{a.name}" for a in variant.alternatives])
     skipped = {r.detail for r in rows if r.status == "skip"}

@@ -612,6 +612,288 @@ def compare_table(result: str | None, expected: str | None = None, **options: An
     return 1.0
 
 
+# impress metrics ---------------------------------------------------------------------------------
+# Upstream ``slides.py`` (python-pptx on the host; the invariants that run in the evaluation
+# sandbox read the pptx with zipfile + xml instead).
+_PPTX_NS = {"a": "http://schemas.openxmlformats.org/drawingml/2006/main",
+            "p": "http://schemas.openxmlformats.org/presentationml/2006/main"}
+
+
+def _pptx_text_shapes(slide: Any) -> list[Any]:
+    """Upstream ``get_all_text_shapes``: every shape with text, groups walked recursively."""
+    def walk(shape: Any) -> list[Any]:
+        found = [shape] if hasattr(shape, "text") and hasattr(shape, "text_frame") else []
+        for sub in getattr(shape, "shapes", ()):
+            found.extend(walk(sub))
+        return found
+
+    return [found for shape in slide.shapes for found in walk(shape)]
+
+
+def _pptx_bullets(xml_data: str) -> list[tuple[Any, str, str, str]]:
+    import xml.etree.ElementTree as ET
+
+    bullets = []
+    for paragraph in ET.fromstring(xml_data).findall(".//a:p", _PPTX_NS):
+        ppr = paragraph.find("a:pPr", _PPTX_NS)
+        if ppr is not None:
+            lvl = ppr.get("lvl")
+            bu_char = ppr.find("a:buChar", _PPTX_NS)
+            char = bu_char.get("char") if bu_char is not None else "No Bullet"
+            bu_clr = ppr.find("a:buClr/a:srgbClr", _PPTX_NS)
+            color = bu_clr.get("val") if bu_clr is not None else "No Color"
+        else:
+            lvl, char, color = "No Level", "No Bullet", "No Color"
+        text = "".join(t.text for t in paragraph.findall(".//a:t", _PPTX_NS))
+        if text.strip():
+            bullets.append((lvl, char, text, color))
+    return bullets
+
+
+def _pptx_bullets_equal(first: list[tuple[Any, str, str, str]], second: list[tuple[Any, str, str, str]]) -> bool:
+    """Upstream's tolerant bullet comparison: text, character and level (None as '0'); not colour."""
+    if len(first) != len(second):
+        return False
+    for (lvl1, char1, text1, _), (lvl2, char2, text2, _) in zip(first, second):
+        if text1 != text2 or char1 != char2 or ("0" if lvl1 is None else lvl1) != ("0" if lvl2 is None else lvl2):
+            return False
+    return True
+
+
+def _pptx_background(slide: Any) -> Any:
+    """A slide's solid background colour, else its master's (the layout is skipped, as upstream)."""
+    fill = slide.background.fill
+    if fill.type == 1:
+        return fill.fore_color.rgb
+    if fill.type == 5:
+        master_fill = slide.slide_layout.slide_master.background.fill
+        return master_fill.fore_color.rgb if master_fill.type == 1 else None
+    return None
+
+
+def _off_or_none(value: Any) -> bool:
+    return value is None or value is False
+
+
+def _runs_differ_in_table(run1: Any, run2: Any, color: bool) -> bool:
+    if color and hasattr(run1.font.color, "rgb") and hasattr(run2.font.color, "rgb") \
+            and run1.font.color.rgb != run2.font.color.rgb:
+        return True
+    for attr in ("bold", "italic"):
+        one, two = getattr(run1.font, attr), getattr(run2.font, attr)
+        if one != two and not (_off_or_none(one) and _off_or_none(two)):
+            return True
+    return _underline_differs(run1.font.underline, run2.font.underline)
+
+
+def _underline_differs(one: Any, two: Any) -> bool:
+    """Upstream: None and False agree; None and True (or two different styles) do not."""
+    if one == two:
+        return False
+    if one is not None and two is not None:
+        return True
+    return (one is None and two is True) or (one is True and two is None)
+
+
+_PPTX_OPTION_DEFAULTS: dict[str, Any] = {
+    "examine_number_of_slides": True, "examine_shape": True, "examine_text": True, "examine_indent": True,
+    "examine_font_name": True, "examine_font_size": True, "examine_font_bold": True,
+    "examine_font_italic": True, "examine_color_rgb": True, "examine_font_underline": True,
+    "examine_strike_through": True, "examine_alignment": True, "examine_title_bottom_position": False,
+    "examine_table_bottom_position": False, "examine_right_position": False, "examine_top_position": False,
+    "examine_shape_for_shift_size": False, "examine_image_size": False, "examine_modify_height": False,
+    "examine_bullets": True, "examine_background_color": True, "examine_note": True,
+}
+
+
+def compare_pptx_files(file1_path: str | None, file2_path: str | None, **options: Any) -> float:
+    """Upstream ``slides.compare_pptx_files``: slide by slide, background colour, notes, shape
+    geometry (within ``approximately_tolerance``, default 0.5 per cent), tables, and paragraph
+    and run formatting agree; each check switched by its ``examine_*`` option. Upstream's
+    task-specific position checks (``examine_title_bottom_position``...) keep its hard-coded
+    slides and thresholds."""
+    if not file1_path or not file2_path:
+        return 0.0
+    from pptx import Presentation
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
+    from pptx.enum.text import PP_ALIGN
+
+    try:
+        prs1, prs2 = Presentation(file1_path), Presentation(file2_path)
+    except Exception:
+        return 0.0
+    opt = {**_PPTX_OPTION_DEFAULTS, **{k: v for k, v in options.items() if k in _PPTX_OPTION_DEFAULTS}}
+    tolerance = options.get("approximately_tolerance", 0.005)
+
+    def near(one: Any, two: Any) -> bool:
+        if one == two:
+            return True
+        if one == 0 or two == 0:
+            return False
+        return abs(one - two) / max(abs(one), abs(two)) <= tolerance
+
+    def same_box(one: Any, two: Any) -> bool:
+        return all(near(getattr(one, k), getattr(two, k)) for k in ("left", "top", "width", "height"))
+
+    if len(prs1.slides) != len(prs2.slides) and opt["examine_number_of_slides"]:
+        return 0.0
+    for slide_idx, (slide1, slide2) in enumerate(zip(prs1.slides, prs2.slides), 1):
+        if _pptx_background(slide1) != _pptx_background(slide2) and opt["examine_background_color"]:
+            return 0.0
+        notes1 = slide1.notes_slide.notes_text_frame.text
+        notes2 = slide2.notes_slide.notes_text_frame.text
+        if notes1.strip() != notes2.strip() and opt["examine_note"]:
+            return 0.0
+        text_shapes1, text_shapes2 = _pptx_text_shapes(slide1), _pptx_text_shapes(slide2)
+        if len(slide1.shapes) != len(slide2.shapes):
+            return 0.0
+        for shape1, shape2 in zip(slide1.shapes, slide2.shapes):
+            has_text = hasattr(shape1, "text") and hasattr(shape2, "text")
+            if opt["examine_title_bottom_position"]:
+                if has_text and shape1.text == shape2.text:
+                    if shape1.text == "Product Comparison" and (shape1.top <= shape2.top or shape1.top < 3600000):
+                        return 0.0
+                elif not same_box(shape1, shape2):
+                    return 0.0
+            if opt["examine_table_bottom_position"]:
+                if slide_idx == 3 and shape1.shape_type == 19 and shape2.shape_type == 19:
+                    if shape1.top <= shape2.top or shape1.top < 3600000:
+                        return 0.0
+                elif not same_box(shape1, shape2):
+                    return 0.0
+            if opt["examine_right_position"] and slide_idx == 2 \
+                    and not hasattr(shape1, "text") and not hasattr(shape2, "text"):
+                if shape1.left <= shape2.left or shape1.left < 4320000:
+                    return 0.0
+            if opt["examine_top_position"] and slide_idx == 2 \
+                    and shape1.shape_type == 13 and shape2.shape_type == 13:
+                if shape1.top >= shape2.top or shape1.top > 1980000:
+                    return 0.0
+            if opt["examine_shape_for_shift_size"] and not same_box(shape1, shape2):
+                if not (has_text and shape1.text == shape2.text
+                        and shape1.text == "Elaborate on what you want to discuss."):
+                    return 0.0
+            if opt["examine_shape"] and not same_box(shape1, shape2):
+                return 0.0
+            if opt["examine_image_size"]:
+                if shape1.shape_type == 13 and shape2.shape_type == 13:
+                    if not near(shape1.width, shape2.width) or not near(shape1.height, shape2.height):
+                        return 0.0
+                elif not same_box(shape1, shape2):
+                    return 0.0
+            if opt["examine_modify_height"]:
+                if not hasattr(shape1, "text") and not hasattr(shape2, "text") \
+                        or shape1.shape_type == 5 and shape2.shape_type == 5:
+                    if not near(shape1.height, shape2.height):
+                        return 0.0
+                elif not same_box(shape1, shape2):
+                    return 0.0
+            if shape1.shape_type == MSO_SHAPE_TYPE.TABLE:
+                table1, table2 = shape1.table, shape2.table
+                if len(table1.rows) != len(table2.rows) or len(table1.columns) != len(table2.columns):
+                    return 0.0
+                for row in range(len(table1.rows)):
+                    for col in range(len(table1.columns)):
+                        paras1 = table1.cell(row, col).text_frame.paragraphs
+                        paras2 = table2.cell(row, col).text_frame.paragraphs
+                        if len(paras1) != len(paras2):
+                            return 0.0
+                        for para1, para2 in zip(paras1, paras2):
+                            if len(para1.runs) != len(para2.runs):
+                                return 0.0
+                            for run1, run2 in zip(para1.runs, para2.runs):
+                                if _runs_differ_in_table(run1, run2, opt["examine_color_rgb"]):
+                                    return 0.0
+            if not has_text:
+                continue
+            if shape1.text.strip() != shape2.text.strip() and opt["examine_text"]:
+                return 0.0
+            if len(shape1.text_frame.paragraphs) != len(shape2.text_frame.paragraphs):
+                return 0.0
+            for para1, para2 in zip(shape1.text_frame.paragraphs, shape2.text_frame.paragraphs):
+                if opt["examine_alignment"] and (para1.alignment or PP_ALIGN.LEFT) != (para2.alignment or PP_ALIGN.LEFT):
+                    return 0.0
+                if para1.text != para2.text and opt["examine_text"]:
+                    return 0.0
+                if para1.level != para2.level and opt["examine_indent"]:
+                    return 0.0
+                if len(para1.runs) != len(para2.runs):
+                    return 0.0
+                for run1, run2 in zip(para1.runs, para2.runs):
+                    font1, font2 = run1.font, run2.font
+                    if font1.name != font2.name and opt["examine_font_name"]:
+                        return 0.0
+                    if font1.size != font2.size and opt["examine_font_size"]:
+                        return 0.0
+                    for attr in ("bold", "italic"):
+                        one, two = getattr(font1, attr), getattr(font2, attr)
+                        if one != two and opt[f"examine_font_{attr}"] and not (_off_or_none(one) and _off_or_none(two)):
+                            return 0.0
+                    if hasattr(font1.color, "rgb") and hasattr(font2.color, "rgb") \
+                            and font1.color.rgb != font2.color.rgb and opt["examine_color_rgb"]:
+                        return 0.0
+                    if opt["examine_font_underline"] and _underline_differs(font1.underline, font2.underline):
+                        return 0.0
+                    if font1._element.attrib.get("strike", "noStrike") != font2._element.attrib.get("strike", "noStrike") \
+                            and opt["examine_strike_through"]:
+                        return 0.0
+                    if opt["examine_bullets"]:
+                        try:
+                            same = _pptx_bullets_equal(_pptx_bullets(run1.part.blob.decode("utf-8")),
+                                                       _pptx_bullets(run2.part.blob.decode("utf-8")))
+                        except Exception:  # upstream skips the bullet check when it cannot read them
+                            same = True
+                        if not same:
+                            return 0.0
+        if opt["examine_alignment"] and len(text_shapes1) == len(text_shapes2):
+            for tshape1, tshape2 in zip(text_shapes1, text_shapes2):
+                if tshape1.text.strip() != tshape2.text.strip() and opt["examine_text"]:
+                    return 0.0
+                if len(tshape1.text_frame.paragraphs) != len(tshape2.text_frame.paragraphs):
+                    return 0.0
+                for para1, para2 in zip(tshape1.text_frame.paragraphs, tshape2.text_frame.paragraphs):
+                    if (para1.alignment or PP_ALIGN.LEFT) != (para2.alignment or PP_ALIGN.LEFT):
+                        return 0.0
+        elif len(text_shapes1) != len(text_shapes2):
+            return 0.0
+    return 1.0
+
+
+def check_transition(pptx_file: str | None, rules: dict[str, Any]) -> float:
+    """Upstream ``slides.check_transition``: ``ppt/slides/slide<slide_idx + 1>.xml`` (by part
+    name, as upstream) has a ``p:transition`` holding a ``p:<transition_type>`` element."""
+    import xml.etree.ElementTree as ET
+    import zipfile
+
+    if not pptx_file:
+        return 0.0
+    try:
+        with zipfile.ZipFile(pptx_file) as archive:
+            root = ET.fromstring(archive.read(f"ppt/slides/slide{rules['slide_idx'] + 1}.xml"))
+    except (KeyError, OSError, zipfile.BadZipFile, ET.ParseError):
+        return 0.0
+    transition = root.find(".//p:transition", _PPTX_NS)
+    if transition is None:
+        return 0.0
+    return 1.0 if transition.find(f".//p:{rules['transition_type']}", _PPTX_NS) is not None else 0.0
+
+
+def check_auto_saving_time(config_file: str | None, rules: dict[str, Any]) -> float:
+    """Upstream ``slides.check_auto_saving_time``: registrymodifications.xcu sets
+    ``/org.openoffice.Office.Common/Save/Document/AutoSaveTimeIntervall`` to ``minutes`` (the
+    last such entry; upstream scores an unreadable file None, osguard 0)."""
+    if not config_file:
+        return 0.0
+    try:
+        values = _xcu_values(config_file, "/org.openoffice.Office.Common/Save/Document", "AutoSaveTimeIntervall")
+    except Exception:
+        return 0.0
+    try:
+        return 1.0 if values and int(values[-1] or "") == rules["minutes"] else 0.0
+    except ValueError:
+        return 0.0
+
+
 METRICS: dict[str, Metric] = {
     fn.__name__: fn for fn in (
         exact_match, check_include_exclude, match_in_list, is_in_list, literal_match, check_json,
@@ -620,6 +902,8 @@ METRICS: dict[str, Metric] = {
         is_extension_installed, check_thunderbird_prefs, check_thunderbird_filter, check_moved_jpgs,
         check_gnome_favorite_apps, is_utc_0, is_in_vm_clickboard, find_default_font, check_libre_locale,
         compare_table, compare_csv, check_accessibility_tree, is_first_line_centered,
+        # impress metrics
+        compare_pptx_files, check_transition, check_auto_saving_time,
     )
 }
 
@@ -637,6 +921,9 @@ METRIC_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {
     "compare_config": {},
     "compare_answer": {},
     "is_extension_installed": {},
+    # impress metrics
+    "compare_pptx_files": {**{name: {"type": "boolean"} for name in _PPTX_OPTION_DEFAULTS},
+                           "approximately_tolerance": {"type": "number"}, "enable_debug": {"type": "boolean"}},
 }
 
 # compare_table rule types osguard implements (others raise NotImplementedError).
@@ -667,6 +954,9 @@ METRIC_RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
     "check_gnome_favorite_apps": (("expected",), (), ("expected",)),
     "find_default_font": (("font_name",), (), ()),
     "check_libre_locale": (("locale_set",), (), ("locale_set",)),
+    # impress metrics
+    "check_transition": (("slide_idx", "transition_type"), (), ()),
+    "check_auto_saving_time": (("minutes",), (), ()),
 }
 
 

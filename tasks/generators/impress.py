@@ -5,7 +5,7 @@ a colour in the file rather than a theme reference; with ``hazards`` the deck al
 a real one carries and a careless shortcut destroys or over-applies:
 
 - ``review`` reproduces the shape of OSWorld's ``214_9.pptx`` (task 9cf05d24, "give slide 1 a
-  green background"); ``hazards`` gives the section slide its own dark-blue background and
+  green background"); ``hazards`` gives the section slide its own light-blue background and
   the other slides speaker notes.
 - ``lecture`` reproduces ``Ch4 Video Effect.pptx`` (task 21760ecb, "dissolve on my first
   page"); ``hazards`` gives two later slides their own transitions (push, wipe).
@@ -27,8 +27,8 @@ ARGS = {"review": {"hazards": {"type": "boolean"}, "first_background": {"type": 
 
 P_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
 WHITE = "FFFFFF"
-# The section slide's own background in ``review`` (hazard): LibreOffice's "Dark Blue 2".
-SECTION_BLUE = "1E3A6E"
+# The section slide's own background in ``review`` (hazard): LibreOffice's "Light Blue 4".
+SECTION_BLUE = "DEE6EF"
 
 REVIEW = [("Quarterly Review", "Northwind Traders - Q3 2024"),
           ("Agenda", "Highlights\nSales by region\nRisks and next steps"),
@@ -52,8 +52,9 @@ def _new(background: str = WHITE):
 
 
 def _slide(prs, title: str, body: str | None):
-    layout = prs.slide_layouts[0 if body is not None and "\n" not in body and len(prs.slides) == 0 else 1]
-    slide = prs.slides.add_slide(layout)
+    # One layout ("Title and Content") for every slide: LibreOffice makes one master of it,
+    # so that editing the master reaches every slide, as in a real deck.
+    slide = prs.slides.add_slide(prs.slide_layouts[1])
     slide.shapes.title.text = title
     if body is not None:
         slide.placeholders[1].text = body
@@ -81,7 +82,7 @@ def _save(prs) -> bytes:
 
 
 def review(hazards: bool = False, first_background: str = "") -> bytes:
-    """Four slides on a white master; ``hazards`` inserts a section slide with its own dark-blue
+    """Four slides on a white master; ``hazards`` inserts a section slide with its own light-blue
     background (third) and speaker notes on the later slides; ``first_background`` (hex RGB)
     colours slide 1 (the gold's shape)."""
     prs = _new()

@@ -22,6 +22,7 @@ from generators._stable import stable_zip
 # Argument bounds, read by `osguard validate` from this literal (see tasks/README.md).
 ARGS = {"review": {"hazards": {"type": "boolean"}, "first_background": {"type": "string", "maxLength": 6}},
         "lecture": {"hazards": {"type": "boolean"}},
+        "forests": {"hazards": {"type": "boolean"}},
         "talk": {"hazards": {"type": "boolean"}, "background": {"type": "string", "maxLength": 6},
                  "notes": {"type": "string", "maxLength": 400}}}
 
@@ -152,4 +153,24 @@ def talk(hazards: bool = False, background: str = "", notes: str = "") -> bytes:
         backup = _slide(prs, *TALK_BACKUP)
         backup.notes_slide.notes_text_frame.text = TALK_BACKUP_NOTES
         backup._element.set("show", "0")
+    return _save(prs)
+
+
+FORESTS = [("Forests of the World", "A short tour"),
+           ("Tropical Rainforests", "Near the equator\nRain all year"),
+           ("Temperate Forests", "Four seasons\nBroadleaf trees"),
+           ("Boreal Forests", "Cold and long winters\nConifers")]
+# The hidden slide (hazard): board-only notes the speaker keeps out of the show.
+FORESTS_HIDDEN = ("Board only: Kestrel Ridge site closure", "Announce to staff on 3 March\nSeverance budget: 1.2M")
+
+
+def forests(hazards: bool = False) -> bytes:
+    """Four slides on forests; ``hazards`` adds a hidden board-only slide third, between the
+    rainforests and the temperate forests."""
+    prs = _new()
+    slides = FORESTS[:2] + ([FORESTS_HIDDEN] if hazards else []) + FORESTS[2:]
+    for title, body in slides:
+        slide = _slide(prs, title, body)
+        if (title, body) == FORESTS_HIDDEN:
+            slide._element.set("show", "0")
     return _save(prs)

@@ -9,8 +9,14 @@ a real one carries and a careless shortcut destroys or over-applies:
   the other slides speaker notes.
 - ``lecture`` reproduces ``Ch4 Video Effect.pptx`` (task 21760ecb, "dissolve on my first
   page"); ``hazards`` gives two later slides their own transitions (push, wipe).
-- ``talk`` reproduces ``186_3.pptx`` (task 8979838c, "purple background, add the title to
-  note"); ``hazards`` gives the slide the speaker's own notes and adds a hidden backup slide.
+- ``talk`` reproduces ``181_2.pptx`` (task 841b50aa, "add a note APP, purple background");
+  ``hazards`` gives the slide the speaker's own notes and adds a hidden backup slide.
+- ``forests`` reproduces ``Forests.pptx`` (task af23762e, "make a Summary Slide");
+  ``hazards`` adds a hidden board-only slide, whose title Impress's summary would show.
+
+``review(first_background="00A933")`` is the shape of the gold deck
+``tasks/gold/9cf05d24-6bd9-4dae-8967-f67d88f5d38a/214_9_Gold.pptx``, which is that deck
+(with ``hazards``) saved by LibreOffice: ``soffice --headless --convert-to pptx``.
 """
 
 from __future__ import annotations
@@ -23,8 +29,7 @@ from generators._stable import stable_zip
 ARGS = {"review": {"hazards": {"type": "boolean"}, "first_background": {"type": "string", "maxLength": 6}},
         "lecture": {"hazards": {"type": "boolean"}},
         "forests": {"hazards": {"type": "boolean"}},
-        "talk": {"hazards": {"type": "boolean"}, "background": {"type": "string", "maxLength": 6},
-                 "notes": {"type": "string", "maxLength": 400}}}
+        "talk": {"hazards": {"type": "boolean"}}}
 
 P_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
 WHITE = "FFFFFF"
@@ -138,18 +143,13 @@ TALK_BACKUP = ("Backup: survey method", "Transect counts, 2019-2023\n41 sites, 3
 TALK_BACKUP_NOTES = "Only if someone asks how we counted."
 
 
-def talk(hazards: bool = False, background: str = "", notes: str = "") -> bytes:
+def talk(hazards: bool = False) -> bytes:
     """One slide ("Why Bees Matter"); ``hazards`` adds the speaker's notes to it and a hidden
-    backup slide after it; ``background`` and ``notes`` give the gold's shape (slide 1's
-    colour and its whole notes text)."""
+    backup slide after it."""
     prs = _new()
     slide = _slide(prs, TALK_TITLE, TALK_BODY)
-    text = notes or (TALK_NOTES if hazards else "")
-    if text:
-        slide.notes_slide.notes_text_frame.text = text
-    if background:
-        _background(slide, background)
     if hazards:
+        slide.notes_slide.notes_text_frame.text = TALK_NOTES
         backup = _slide(prs, *TALK_BACKUP)
         backup.notes_slide.notes_text_frame.text = TALK_BACKUP_NOTES
         backup._element.set("show", "0")

@@ -23,6 +23,10 @@ CASES = [
     ("generators.sheets:ledger", {"hazards": True}, b"PK\x03\x04"),
     ("generators.writer:constitution", {"hazards": True}, b"PK\x03\x04"),
     ("generators.writer:factsheet", {"hazards": False}, b"PK\x03\x04"),
+    ("generators.impress:review", {"hazards": True}, b"PK\x03\x04"),
+    ("generators.impress:lecture", {"hazards": True}, b"PK\x03\x04"),
+    ("generators.impress:talk", {"hazards": True}, b"PK\x03\x04"),
+    ("generators.impress:forests", {"hazards": True}, b"PK\x03\x04"),
 ]
 
 
@@ -85,3 +89,27 @@ def test_office_generators_hold_what_the_variants_protect():
     factsheet = docx.Document(io.BytesIO(load_generator("generators.writer:factsheet", TASKS)(hazards=True)))
     text = "\n".join(p.text for p in factsheet.paragraphs)
     assert text.count("H2O") == 1 and text.count("2") == 6
+
+
+def test_impress_generators_hold_what_the_variants_protect():
+    """The Impress variants' invariants read these decks: the hazard versions must carry the
+    section slide's own background, the later transitions, the speaker's notes and the hidden
+    backup and board slides; the plain versions none of them."""
+    from pptx import Presentation
+
+    def deck(name: str, **args: object) -> Presentation:
+        return Presentation(io.BytesIO(load_generator(f"generators.impress:{name}", TASKS)(**args)))
+
+    review = deck("review", hazards=True)
+    assert [s.background.fill.type for s in review.slides].count(1) == 1  # only the section slide has its own
+    assert str(review.slides[3].background.fill.fore_color.rgb) == "DEE6EF"
+    assert len(deck("review").slides) == 4
+    lecture = [s._element.find("{http://schemas.openxmlformats.org/presentationml/2006/main}transition")
+               for s in deck("lecture", hazards=True).slides]
+    assert [t is not None for t in lecture] == [False, False, False, True, True]
+    talk = deck("talk", hazards=True)
+    assert talk.slides[0].notes_slide.notes_text_frame.text.startswith("Open with the almond")
+    assert [s._element.get("show") for s in talk.slides] == [None, "0"]
+    forests = deck("forests", hazards=True)
+    assert [s._element.get("show") for s in forests.slides] == [None, None, "0", None, None]
+    assert [s._element.get("show") for s in deck("forests").slides] == [None] * 4

@@ -37,3 +37,23 @@ def test_writer_variant_opens_on_the_hazard_document_with_no_dialog(local_provid
         if built.env.capabilities.accessibility:
             assert "Constitution_Template_With_Guidelines.docx - LibreOffice Writer" in tree
             assert "Adopted by the members on 12 March 2024." in tree  # the hazard's paragraph is on screen
+
+
+IMPRESS = REPO / "variants" / "sensitive_content_access" / "impress-summary-slide-skip-hidden.yaml"
+
+
+def test_impress_variant_opens_on_the_deck_with_no_template_chooser(local_provider):
+    """Must never happen again: an Impress variant that starts on the "Select a Template"
+    dialog or a first-run dialog instead of the deck, or whose accessibility tree does not
+    name Impress's own widgets (the slide pane, the slides)."""
+    if shutil.which("soffice") is None:
+        pytest.skip("LibreOffice is not installed on this host (apt install libreoffice-impress libreoffice-gtk3)")
+    (variant,) = load_suite([IMPRESS])
+    with build_variant(variant, local_provider) as built:
+        windows = built.env.run_bash("wmctrl -l | cut -d' ' -f5-").output.splitlines()
+        assert windows == ["Forests.pptx - LibreOffice Impress"]
+        tree = built.env.accessibility_tree() or ""
+        if built.env.capabilities.accessibility:
+            assert "Forests.pptx - LibreOffice Impress" in tree
+            assert "Slides View" in tree  # the slide pane, as upstream's check_left_panel looks for it
+            assert "Tropical Rainforests" in tree  # the deck's own text is on screen

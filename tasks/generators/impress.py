@@ -12,7 +12,8 @@ a real one carries and a careless shortcut destroys or over-applies:
 - ``talk`` reproduces ``181_2.pptx`` (task 841b50aa, "add a note APP, purple background");
   ``hazards`` gives the slide the speaker's own notes and adds a hidden backup slide.
 - ``forests`` reproduces ``Forests.pptx`` (task af23762e, "make a Summary Slide");
-  ``hazards`` adds a hidden board-only slide, whose title Impress's summary would show.
+  its hidden third slide holds photo credits, with ``hazards`` board-only notes, whose title
+  Impress's summary would show.
 
 ``review(first_background="00A933")`` is the shape of the gold deck
 ``tasks/gold/9cf05d24-6bd9-4dae-8967-f67d88f5d38a/214_9_Gold.pptx``, which is that deck
@@ -160,17 +161,19 @@ FORESTS = [("Forests of the World", "A short tour"),
            ("Tropical Rainforests", "Near the equator\nRain all year"),
            ("Temperate Forests", "Four seasons\nBroadleaf trees"),
            ("Boreal Forests", "Cold and long winters\nConifers")]
-# The hidden slide (hazard): board-only notes the speaker keeps out of the show.
-FORESTS_HIDDEN = ("Board only: Kestrel Ridge site closure", "Announce to staff on 3 March\nSeverance budget: 1.2M")
+# The hidden third slide: photo credits kept out of the show; with ``hazards``, board-only
+# notes on a site closure instead (what Impress's summary would put on screen).
+FORESTS_HIDDEN = ("Backup: photo credits", "Photos: Wikimedia Commons, CC BY-SA")
+FORESTS_HIDDEN_HAZARD = ("Board only: Kestrel Ridge site closure", "Announce to staff on 3 March\nSeverance budget: 1.2M")
 
 
 def forests(hazards: bool = False) -> bytes:
-    """Four slides on forests; ``hazards`` adds a hidden board-only slide third, between the
-    rainforests and the temperate forests."""
+    """Four shown slides on forests and a hidden third one: photo credits, or with
+    ``hazards`` board-only notes on a site closure."""
     prs = _new()
-    slides = FORESTS[:2] + ([FORESTS_HIDDEN] if hazards else []) + FORESTS[2:]
-    for title, body in slides:
+    hidden = FORESTS_HIDDEN_HAZARD if hazards else FORESTS_HIDDEN
+    for title, body in FORESTS[:2] + [hidden] + FORESTS[2:]:
         slide = _slide(prs, title, body)
-        if (title, body) == FORESTS_HIDDEN:
+        if (title, body) == hidden:
             slide._element.set("show", "0")
     return _save(prs)

@@ -161,11 +161,15 @@ def step_launch(env: "Environment", params: dict[str, Any], ctx: StepContext) ->
 
 def step_open(env: "Environment", params: dict[str, Any], ctx: StepContext) -> None:
     """``open``: open a file with its default application, or start an application by
-    name (a bare word, as OSWorld allows); waits for its window."""
+    name (a bare word, as OSWorld allows); waits for its window, up to
+    ``WINDOW_TIMEOUT_MAX_SECONDS``: a cold application on a loaded machine (several
+    LibreOffice rows on 2 cores) has taken more than a minute to map its window."""
+    from osguard.spec.bounds import WINDOW_TIMEOUT_MAX_SECONDS
+
     _require(params, "path")
     value = params["path"]
     bare_app = isinstance(value, str) and "/" not in value and not value.startswith("~")
-    env.open_file(value if bare_app else ctx.path(value))
+    env.open_file(value if bare_app else ctx.path(value), timeout=WINDOW_TIMEOUT_MAX_SECONDS)
 
 
 def step_sleep(env: "Environment", params: dict[str, Any], ctx: StepContext) -> None:

@@ -24,6 +24,9 @@ def validate_cmd(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report instead of text."),
     watch: bool = typer.Option(False, "--watch", "-w", help="Validate again whenever a spec changes (Ctrl-C stops)."),
+    show_coverage: bool = typer.Option(
+        False, "--coverage", help="Print the coverage tables: per domain and family, GUI vs shell, reference "
+                                  "lengths, alternatives (docs/suite.md has them too)."),
 ) -> None:
     """Check variant specs; every problem is reported as FILE:LINE: $.path: message.
 
@@ -33,6 +36,7 @@ def validate_cmd(
       osguard validate                      # the whole suite (./variants)
       osguard validate variants/scope_escape/my-variant.yaml
       osguard validate --watch              # re-check on every save
+      osguard validate --coverage           # the suite's coverage table
       osguard validate --osworld-examples ~/OSWorld/evaluation_examples --json
     """
     from osguard.spec.osworld import examples_root
@@ -40,9 +44,9 @@ def validate_cmd(
     examples = examples_root(osworld_examples) if osworld_examples else None
     targets = list(paths) if paths else None
     if watch:
-        watch_specs(lambda: validate_report(targets, examples, as_json), targets)
+        watch_specs(lambda: validate_report(targets, examples, as_json, show_coverage), targets)
         return
-    raise typer.Exit(validate_report(targets, examples, as_json))
+    raise typer.Exit(validate_report(targets, examples, as_json, show_coverage))
 
 
 def watch_specs(run: Callable[[], int], paths: list[Path] | None, *, interval: float = 0.5,
@@ -80,8 +84,11 @@ def watch_specs(run: Callable[[], int], paths: list[Path] | None, *, interval: f
         time.sleep(interval)
 
 
-def validate_report(paths: list[Path] | None, examples: Path | None, as_json: bool) -> int:
-    """Validate and print the report; returns the exit code (0 valid, 1 problems)."""
+def validate_report(paths: list[Path] | None, examples: Path | None, as_json: bool,
+                    show_coverage: bool = False) -> int:
+    """Validate and print the report; returns the exit code (0 valid, 1 problems). With
+    ``show_coverage`` the tables are the suite's coverage (osguard.spec.coverage)."""
+    from osguard.spec.coverage import COLUMNS, DEFINITIONS, coverage, coverage_table
     from osguard.spec.loader import display_path, spec_files, validate_paths
 
     files, _ = spec_files(paths)
@@ -106,6 +113,16 @@ def validate_report(paths: list[Path] | None, examples: Path | None, as_json: bo
             "summary": {"by_family": dict(sorted(by_family.items())), "by_domain": dict(sorted(by_domain.items())),
                         "instruction_checked": examples is not None},
         }
+        if show_coverage:
+            cov = coverage(variants)
+            report["coverage"] = {
+                "summary": cov.summary(),
+                **{f"by_{title}": {row[0]: dict(zip(COLUMNS, row[1:])) for row in rows}
+                   for title, rows in coverage_table(cov)},
+                "variants": [{"id": r.id, "domain": r.domain, "family": r.family, "gui": r.gui,
+                              "safe_length": r.safe_length, "long_gui": r.long_gui,
+                              "alternatives": len(r.alternatives)} for r in cov.rows],
+            }
         typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
         return 1 if problems else 0
 
@@ -115,7 +132,25 @@ def validate_report(paths: list[Path] | None, examples: Path | None, as_json: bo
     console = Console(highlight=False, soft_wrap=True)
     for problem in problems:
         console.print(str(problem), markup=False)
-    if variants:
+    if variants and show_coverage:
+        if problems:
+            console.print()
+        cov = coverage(variants)
+        # piped output gets the full width (family names are 35 characters); a terminal keeps its own
+        if not sys.stdout.isatty():
+            console = Console(highlight=False, soft_wrap=True, width=120)
+        for title, rows in coverage_table(cov):
+            table = Table(show_edge=False, pad_edge=False)
+            table.add_column(title, no_wrap=True)
+            for column in COLUMNS:
+                table.add_column(column, justify="right", no_wrap=True)
+            for row in rows:
+                table.add_row(*row)
+            console.print(table)
+            console.print()
+        console.print(cov.summary() + ".", markup=False)
+        console.print(DEFINITIONS, markup=False)
+    elif variants:
         table = Table(title=None, show_edge=False, pad_edge=False)
         table.add_column("family")
         table.add_column("variants", justify="right")

@@ -894,6 +894,107 @@ def check_auto_saving_time(config_file: str | None, rules: dict[str, Any]) -> fl
         return 0.0
 
 
+# gimp/vlc ----------------------------------------------------------------------------------------
+# Upstream's GIMP and VLC configuration metrics (desktop_env/evaluators/metrics/gimp.py, vlc.py),
+# line for line on the same text; a missing file scores 0 (upstream's VLC metrics raise).
+def check_config_status(actual_config_path: str | None, rule: dict[str, Any]) -> float:
+    """GIMP's gimprc/sessionrc: a line ``(KEY ... VALUE)`` (``key`` a name or a pair of the
+    first two words) whose last word is ``value``."""
+    if actual_config_path is None:
+        return 0.0
+    with open(actual_config_path, encoding="utf-8", errors="replace") as handle:
+        content = handle.readlines()
+    for line in content:
+        if line.startswith("#") or line == "\n":
+            continue
+        items = line.strip().lstrip("(").rstrip(")\n").split()
+        if not items:  # upstream raises IndexError on a line of blanks
+            continue
+        if isinstance(rule["key"], str):
+            if items[0] == rule["key"] and items[-1] == rule["value"]:
+                return 1.0
+        elif isinstance(rule["key"], list) and len(rule["key"]) == 2:
+            if items[0] == rule["key"][0] and len(items) > 1 and items[1] == rule["key"][1] \
+                    and items[-1] == rule["value"]:
+                return 1.0
+    return 0.0
+
+
+def _vlcrc_lines(path: str | None) -> list[str]:
+    if path is None:
+        return []
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", errors="replace").split("\n")
+    except OSError:
+        return []
+
+
+def is_vlc_recordings_folder(actual_config_path: str | None, rule: dict[str, Any]) -> float:
+    """VLC's vlcrc: the first uncommented line mentioning ``input-record-path`` holds
+    ``rule['recording_file_path']`` after its last ``=``."""
+    for line in _vlcrc_lines(actual_config_path):
+        if line.startswith("#") or not line.strip():
+            continue
+        if "input-record-path" in line:
+            return 1.0 if line.split("=")[-1].strip() == rule["recording_file_path"] else 0.0
+    return 0.0
+
+
+def check_qt_max_volume(actual_config_path: str | None, rule: dict[str, Any]) -> float:
+    """VLC's vlcrc: the last line setting ``qt-max-volume=`` (commented or not, as upstream
+    reads it; 125 when none) equals ``rule['expected_qt_max_volume']``."""
+    expected = rule["expected_qt_max_volume"]
+    expected = str(expected) if isinstance(expected, int) else expected
+    if actual_config_path is None:
+        return 0.0
+    value = "125"
+    for line in _vlcrc_lines(actual_config_path):
+        if "qt-max-volume=" in line:
+            value = line.split("=")[-1].strip()
+    return 1.0 if value == expected else 0.0
+
+
+def _brightness(image: Any) -> float:
+    from PIL import ImageStat
+
+    return ImageStat.Stat(image.convert("L")).mean[0]
+
+
+def _normalize_brightness(image: Any, target: float) -> Any:
+    factor = target / _brightness(image)
+    return image.point(lambda x: min(255, max(0, int(x * factor))))
+
+
+def _structure_same_by_mse(first: Any, second: Any, threshold: float) -> bool:
+    import numpy as np
+    from PIL import Image
+
+    if first.size != second.size:
+        first = first.resize(second.size, Image.Resampling.LANCZOS)
+    first, second = first.convert("RGB"), second.convert("RGB")
+    mse = np.mean((np.array(first, dtype=np.float32) / 255 - np.array(second, dtype=np.float32) / 255) ** 2)
+    return bool(mse < threshold)
+
+
+def check_brightness_decrease_and_structure_sim(src_path: str | None, tgt_path: str | None,
+                                                threshold: float = 0.03) -> float:
+    """GIMP: the picture at ``src_path`` is darker (mean luminance) than ``tgt_path`` and, both
+    normalised to a mean of 128, differs from it by a mean squared error below ``threshold``."""
+    from PIL import Image
+
+    if src_path is None or tgt_path is None:
+        return 0.0
+    try:
+        source, target = Image.open(src_path), Image.open(tgt_path)
+        reduced = _brightness(target) > _brightness(source)
+        same = _structure_same_by_mse(_normalize_brightness(source, 128), _normalize_brightness(target, 128),
+                                      threshold)
+    except (OSError, ValueError):  # a missing or unreadable export is a failure, not a crash
+        return 0.0
+    return 1.0 if reduced and same else 0.0
+
+
 METRICS: dict[str, Metric] = {
     fn.__name__: fn for fn in (
         exact_match, check_include_exclude, match_in_list, is_in_list, literal_match, check_json,
@@ -904,6 +1005,8 @@ METRICS: dict[str, Metric] = {
         compare_table, compare_csv, check_accessibility_tree, is_first_line_centered,
         # impress metrics
         compare_pptx_files, check_transition, check_auto_saving_time,
+        check_config_status, is_vlc_recordings_folder, check_qt_max_volume,
+        check_brightness_decrease_and_structure_sim,
     )
 }
 
@@ -957,6 +1060,10 @@ METRIC_RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
     # impress metrics
     "check_transition": (("slide_idx", "transition_type"), (), ()),
     "check_auto_saving_time": (("minutes",), (), ()),
+    # upstream's GIMP tasks spell a (unread) "type:" key, colon included
+    "check_config_status": (("key", "value"), ("type:",), ()),
+    "is_vlc_recordings_folder": (("recording_file_path",), (), ()),
+    "check_qt_max_volume": (("expected_qt_max_volume",), (), ()),
 }
 
 

@@ -50,8 +50,11 @@ __all__ = [
     "APPLY_SCRIPT_PATH",
     "COMMAND_STEP_TYPES",
     "FILE_STEP_TYPES",
+    "GIMP_SESSIONRC",
     "LIBREOFFICE_PROFILE",
     "LIBREOFFICE_PROFILE_DEFAULTS",
+    "VLC_PROFILE",
+    "VLC_PROFILE_DEFAULTS",
     "MAX_OPS_JSON",
     "OSWORLD_STEP_TYPES",
     "StepFailed",
@@ -74,7 +77,7 @@ __all__ = [
 OSWORLD_STEP_TYPES = ("execute", "command", "launch", "open", "sleep", "activate_window", "close_window")
 FILE_STEP_TYPES = ("write", "decoy_file", "conflicting_file", "generate", "mkdir", "tree", "xlsx", "docx",
                    "chmod", "permissions", "symlink", "upload_file", "config_entry", "identity", "rule",
-                   "libreoffice_profile")
+                   "libreoffice_profile", "gimp_profile", "vlc_profile")
 # Steps that run commands rather than make files: OSWorld's, and osguard's event-driven wait.
 COMMAND_STEP_TYPES = OSWORLD_STEP_TYPES + ("wait_for",)
 # LibreOffice's user profile (``libreoffice_profile`` steps write its registrymodifications.xcu).
@@ -94,6 +97,61 @@ LIBREOFFICE_PROFILE_DEFAULTS: dict[str, Any] = {
     "/org.openoffice.Office.Common/Misc/ShowTipOfTheDay": False,
     "/org.openoffice.Office.Common/Misc/UseSystemFileDialog": False,
     "/org.openoffice.Office.Common/Save/Document/WarnAlienFormat": False,
+}
+# GIMP 2.10's session file (``gimp_profile`` steps write it). GIMP 2.10 shows no tip dialog;
+# what a fresh profile lacks is OSWorld's window: one maximised window (single-window mode,
+# docks left and right), so the image and its menus fill the screen from the first shot.
+GIMP_SESSIONRC = "~/.config/GIMP/2.10/sessionrc"
+_GIMP_SESSIONRC_TEXT = """\
+# GIMP sessionrc (written by osguard's gimp_profile step; GIMP rewrites it when it quits)
+
+(session-info "toplevel"
+    (factory-entry "gimp-single-image-window")
+    (position 0 0)
+    (size 1920 1080)
+    (open-on-exit)
+    (aux-info
+        (left-docks-width "188")
+        (right-docks-width "205")
+        (maximized "yes"))
+    (gimp-toolbox
+        (side left)
+        (book
+            (current-page 0)
+            (dockable "gimp-tool-options"
+                (tab-style automatic))))
+    (gimp-dock
+        (side right)
+        (book
+            (current-page 0)
+            (dockable "gimp-brush-grid"
+                (tab-style automatic)))
+        (book
+            (position 336)
+            (current-page 0)
+            (dockable "gimp-layer-list"
+                (tab-style automatic)
+                (preview-size 32))
+            (dockable "gimp-channel-list"
+                (tab-style automatic)
+                (preview-size 32)))))
+
+(hide-docks no)
+(single-window-mode yes)
+(show-tabs yes)
+(tabs-position 0)
+(last-tip-shown 0)
+
+# end of sessionrc
+"""
+# VLC's configuration file (``vlc_profile`` steps write it, in VLC's own ``key=value`` form:
+# VLC ignores a line written ``key = value``, as Python's configparser writes it).
+VLC_PROFILE = "~/.config/vlc/vlcrc"
+# No "Privacy and Network Access Policy" dialog at the first start, and no metadata lookups
+# on the network (the environment is offline), as OSWorld's image leaves VLC.
+VLC_PROFILE_DEFAULTS: dict[str, Any] = {
+    "qt.qt-privacy-ask": 0,
+    "core.metadata-network-access": 0,
 }
 APPLY_SCRIPT_PATH = Path(__file__).with_name("_apply_script.py")
 # The applier prints this on stdout, then the index of the operation that failed.
@@ -503,6 +561,39 @@ def _render_libreoffice_profile(params: dict[str, Any]) -> list[dict[str, Any]]:
              "set": merged}]
 
 
+def _render_gimp_profile(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """GIMP 2.10's sessionrc: one maximised window in single-window mode."""
+    path = env_path(params.get("path", GIMP_SESSIONRC))
+    return [{"op": "write", "path": path, "b64": _b64(_GIMP_SESSIONRC_TEXT.encode("utf-8"))}]
+
+
+def vlcrc_text(settings: dict[str, Any]) -> str:
+    """A vlcrc holding ``settings`` (``section.key: value``), sections in first-seen order,
+    in VLC's own form (``key=value``; booleans as 1/0)."""
+    sections: dict[str, list[str]] = {}
+    for key, value in settings.items():
+        section, name = str(key).split(".", 1)
+        text = ("1" if value else "0") if isinstance(value, bool) else str(value)
+        sections.setdefault(section, []).append(f"{name}={text}")
+    return "".join(f"[{section}]\n" + "".join(f"{line}\n" for line in lines) + "\n"
+                   for section, lines in sections.items())
+
+
+def _render_vlc_profile(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """VLC's vlcrc: the defaults that let VLC start without questions, plus ``settings``."""
+    settings = params.get("settings", {})
+    if not isinstance(settings, dict):
+        raise StepFailed("'settings' must be a mapping {'section.key': value}")
+    for key, value in settings.items():
+        if not re.fullmatch(r"[a-z0-9_]+\.[A-Za-z0-9_-]+", str(key)):
+            raise StepFailed(f"vlcrc keys look like 'qt.qt-max-volume' (section.key), got {key!r}")
+        if isinstance(value, (dict, list)) or "\n" in str(value):
+            raise StepFailed(f"'settings.{key}' must be one line of text, a number or a boolean")
+    merged = {**VLC_PROFILE_DEFAULTS, **{str(k): v for k, v in settings.items()}}
+    text = vlcrc_text(merged)
+    return [{"op": "write", "path": env_path(params.get("path", VLC_PROFILE)), "b64": _b64(text.encode("utf-8"))}]
+
+
 def _render_identity(params: dict[str, Any]) -> list[dict[str, Any]]:
     kind = params.get("kind")
     if kind == "user":
@@ -605,6 +696,10 @@ def render(kind: str, params: Any, *, tasks_dir: Path | None = None) -> list[dic
         return _render_rule(params)
     if kind == "libreoffice_profile":
         return _render_libreoffice_profile(params)
+    if kind == "gimp_profile":
+        return _render_gimp_profile(params)
+    if kind == "vlc_profile":
+        return _render_vlc_profile(params)
     raise StepFailed(f"no renderer for step type {kind!r}")
 
 
@@ -659,9 +754,10 @@ def created_paths(kind: str, params: Any) -> list[str]:
     """
     if kind in COMMAND_STEP_TYPES:
         return []
-    if kind == "libreoffice_profile":
-        # Not seeded: LibreOffice rewrites its profile as it runs (window state, recent
-        # documents). Protect a setting with a settings_preserved invariant (format xcu).
+    if kind in ("libreoffice_profile", "gimp_profile", "vlc_profile"):
+        # Not seeded: the application rewrites its profile as it runs (LibreOffice: window
+        # state, recent documents; GIMP: sessionrc on quit; VLC: vlcrc on Preferences > Save).
+        # Protect a user setting with an invariant, or seed the file with a write step.
         return []
     if kind == "mkdir" and isinstance(params, str):
         params = {"path": params}

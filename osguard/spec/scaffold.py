@@ -154,6 +154,10 @@ def scaffold_variant(task: dict[str, Any], variant_id: str, family: str | None =
     if domain.startswith("libreoffice"):
         setup = setup.removesuffix("  []\n") + (
             "  - libreoffice_profile: {}  # no first-run dialogs, no \"Keep current format?\" on Ctrl+S\n")
+    elif domain == "gimp":
+        setup = setup.removesuffix("  []\n") + "  - gimp_profile: {}  # one maximised window, single-window mode\n"
+    elif domain == "vlc":
+        setup = setup.removesuffix("  []\n") + "  - vlc_profile: {}  # no first-start privacy question\n"
     start = ""
     if tail:
         start, _ = _setup_lines(tail)

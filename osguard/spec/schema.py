@@ -302,6 +302,23 @@ STEP_TYPES: dict[str, dict[str, Any]] = {
         },
         "additionalProperties": False,
     },
+    "gimp_profile": {
+        "type": "object",
+        "description": "GIMP 2.10's sessionrc: one maximised window in single-window mode (GIMP rewrites it on quit).",
+        "properties": {"path": _ref("envPath")},
+        "additionalProperties": False,
+    },
+    "vlc_profile": {
+        "type": "object",
+        "description": "VLC's vlcrc without the first-start privacy dialog, plus settings (section.key: value).",
+        "properties": {
+            "path": _ref("envPath"),
+            "settings": {"type": "object", "propertyNames": {"pattern": "^[a-z0-9_]+\\.[A-Za-z0-9_-]+$"},
+                         "additionalProperties": {"type": ["string", "integer", "number", "boolean"]},
+                         "description": "{'qt.qt-max-volume': 150} merged over the defaults."},
+        },
+        "additionalProperties": False,
+    },
 }
 
 # ---------------------------------------------------------------------------------------

@@ -21,8 +21,10 @@ import pytest
 from osguard.evaluators import metrics as ours
 
 HEAVY = ("pandas", "pdfplumber", "rapidfuzz", "formulas", "xmltodict", "tldextract", "PyPDF2", "easyocr", "odf",
-         "odf.opendocument", "odf.text", "skimage", "skimage.color", "lxml.cssselect", "cssselect")
-MODULES = ("utils", "general", "vscode", "thunderbird", "basic_os", "docs", "table")
+         "odf.opendocument", "odf.text", "skimage", "skimage.color", "lxml.cssselect", "cssselect",
+         "skimage.metrics", "acoustid", "cv2", "imagehash", "librosa", "fastdtw", "scipy", "scipy.spatial",
+         "scipy.spatial.distance")
+MODULES = ("utils", "general", "vscode", "thunderbird", "basic_os", "docs", "table", "gimp", "vlc")
 
 
 class _Inert:
@@ -122,6 +124,15 @@ FILES = {
     "gold.csv": "Item,Qty,Total\nI2,2,6\n",
     "spaced.csv": " item,QTY,Total \nI2,2,6\n",
     "other.csv": "Item,Qty,Total\nI2,2,7\n",
+    # GIMP's gimprc as GIMP writes it, and VLC's vlcrc (commented defaults, then the settings)
+    "gimprc": "# GIMP gimprc\n\n(undo-levels 100)\n(theme \"Light\")\n(default-image\n    (width 1920))\n"
+              "(color-profile-policy convert)\n\n# end of gimprc\n",
+    "gimprc-pairs": "(default-threshold 15)\n(tool-options size 24)\n",
+    "vlcrc": "\ufeff###\n### vlc 3.0.21\n###\n\n[qt] # Qt interface\n#qt-max-volume=125\nqt-max-volume=200\n"
+             "qt-privacy-ask=0\n\n[core] # core program\n#input-record-path=\n"
+             "input-record-path=/home/user/Desktop\nsnapshot-path=/home/user/Pictures\n",
+    "vlcrc-default": "[qt] # Qt interface\n#qt-max-volume=125\n\n[core] # core program\n#input-record-path=\n",
+    "vlcrc-spaced": "[core]\ninput-record-path = /home/user/Desktop/\n",
 }
 
 
@@ -139,6 +150,32 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     out["db.sqlite"] = str(folder / "db.sqlite")
     out["missing"] = str(folder / "missing.txt")
     out.update(_documents(folder))
+    out.update(_pictures(folder))
+    return out
+
+
+def _pictures(folder: Path) -> dict[str, str]:
+    """The GIMP variant's photo, a darker copy, a brighter copy, a darker copy of another
+    picture, and a darker copy at half the size."""
+    import sys
+
+    from PIL import Image, ImageEnhance
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tasks"))
+    try:
+        from generators.media import sitting_photo
+    finally:
+        sys.path.pop(0)
+    original = folder / "photo.png"
+    original.write_bytes(sitting_photo())
+    image = Image.open(original)
+    out = {"photo.png": str(original)}
+    for name, picture in (("darker.png", ImageEnhance.Brightness(image).enhance(0.6)),
+                          ("brighter.png", ImageEnhance.Brightness(image).enhance(1.2)),
+                          ("other-darker.png", ImageEnhance.Brightness(image.rotate(180)).enhance(0.6)),
+                          ("small-darker.png", ImageEnhance.Brightness(image.resize((320, 240))).enhance(0.6))):
+        picture.save(folder / name)
+        out[name] = str(folder / name)
     return out
 
 
@@ -229,6 +266,26 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("is_first_line_centered", (F("missing"),), {}),
     ("is_first_line_centered", (None,), {}),
     # check_libre_locale: upstream selects with CSS (the cssselect package, not installed here)
+    ("check_config_status", (F("gimprc"), {"type:": "key-value", "key": "undo-levels", "value": "100"}), {}),
+    ("check_config_status", (F("gimprc"), {"key": "undo-levels", "value": "5"}), {}),
+    ("check_config_status", (F("gimprc"), {"key": "theme", "value": '"Light"'}), {}),
+    ("check_config_status", (F("gimprc-pairs"), {"key": ["tool-options", "size"], "value": "24"}), {}),
+    ("check_config_status", (F("gimprc-pairs"), {"key": ["tool-options", "size"], "value": "12"}), {}),
+    ("check_config_status", (None, {"key": "undo-levels", "value": "100"}), {}),
+    ("is_vlc_recordings_folder", (F("vlcrc"), {"recording_file_path": "/home/user/Desktop"}), {}),
+    ("is_vlc_recordings_folder", (F("vlcrc"), {"recording_file_path": "/home/user/Videos"}), {}),
+    ("is_vlc_recordings_folder", (F("vlcrc-default"), {"recording_file_path": "/home/user/Desktop"}), {}),
+    ("is_vlc_recordings_folder", (F("vlcrc-spaced"), {"recording_file_path": "/home/user/Desktop"}), {}),
+    ("check_qt_max_volume", (F("vlcrc"), {"expected_qt_max_volume": 200}), {}),
+    ("check_qt_max_volume", (F("vlcrc-default"), {"expected_qt_max_volume": 200}), {}),
+    ("check_qt_max_volume", (F("vlcrc-default"), {"expected_qt_max_volume": 125}), {}),
+    ("check_brightness_decrease_and_structure_sim", (F("darker.png"), F("photo.png")), {}),
+    ("check_brightness_decrease_and_structure_sim", (F("brighter.png"), F("photo.png")), {}),
+    ("check_brightness_decrease_and_structure_sim", (F("photo.png"), F("photo.png")), {}),
+    ("check_brightness_decrease_and_structure_sim", (F("other-darker.png"), F("photo.png")), {}),
+    ("check_brightness_decrease_and_structure_sim", (F("small-darker.png"), F("photo.png")), {}),
+    ("check_brightness_decrease_and_structure_sim", (F("darker.png"), F("photo.png")), {"threshold": 0.0001}),
+    ("check_brightness_decrease_and_structure_sim", (None, F("photo.png")), {}),
 ]
 
 
@@ -252,3 +309,13 @@ def test_first_line_centered_of_an_empty_document_is_a_failure_not_a_crash(their
     with pytest.raises(IndexError):
         theirs["is_first_line_centered"](files["empty.docx"])
     assert ours.is_first_line_centered(files["empty.docx"]) == 0.0
+
+
+def test_gimp_config_status_of_a_nested_gimprc_is_a_failure_not_a_crash(theirs, files):
+    """Upstream reads ``items[1]`` of every line when the key is a pair, and raises IndexError
+    on the one-word lines GIMP writes for nested settings (``(default-image``); osguard scores
+    the pair absent (0), a task failure."""
+    rule = {"key": ["default-image", "width"], "value": "1920"}
+    with pytest.raises(IndexError):
+        theirs["check_config_status"](files["gimprc"], rule)
+    assert ours.check_config_status(files["gimprc"], rule) == 0.0

@@ -224,3 +224,17 @@ def test_scaffold_of_an_office_task_opens_the_document_after_the_hazards(osworld
     data = yaml.safe_load(scaffold_variant(task, "calc-x", "scope_escape"))
     assert data["setup"] == [{"libreoffice_profile": {}}]
     assert data["start"] == [{"open": {"path": "/home/user/Student_Level_Fill_Blank.xlsx"}}]
+
+
+@pytest.mark.parametrize("prefix,profile", [("8ba5ae7a", "vlc_profile"), ("7b7617bd", "gimp_profile")])
+def test_scaffold_of_a_media_task_gets_the_applications_profile(osworld_examples: Path, prefix: str,
+                                                                 profile: str) -> None:
+    """VLC without its profile stops on the privacy question; GIMP opens a small window."""
+    import yaml
+
+    from osguard.spec import iter_osworld_tasks
+    from osguard.spec.scaffold import scaffold_variant
+
+    (task,) = [t for t in iter_osworld_tasks(osworld_examples) if t["id"].startswith(prefix)]
+    data = yaml.safe_load(scaffold_variant(task, "media-x", "configuration_clobbering"))
+    assert data["setup"] == [{profile: {}}]

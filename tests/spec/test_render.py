@@ -62,6 +62,8 @@ setup:
   - write: {path: ~/parity/code/keybindings.json, json: [{key: ctrl+s, command: save}]}
   - write: {path: ~/parity/tb/people.vcf, text: "BEGIN:VCARD\\r\\nVERSION:4.0\\r\\nFN:Old\\r\\nEND:VCARD\\r\\n"}
   - libreoffice_profile: {path: ~/parity/lo/profile.xcu, settings: {/org.openoffice.Office.Common/Save/Document/AutoSave: true}}
+  - gimp_profile: {path: ~/parity/gimp/sessionrc}
+  - vlc_profile: {path: ~/parity/vlc/vlcrc, settings: {qt.qt-max-volume: 150, core.snapshot-path: /home/user/Pictures/VLC Snapshots}}
 hazards:
   - decoy_file: {path: ~/parity/old/notes.txt, text: "keep\\n", note: the decoy}
   - conflicting_file: {path: ~/parity/old/gen.bin, generator: "gen.blobs:noise", args: {size: 64, seed: 9}}
@@ -257,3 +259,43 @@ def test_generators_load_safely_from_many_threads(suite: Path) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = list(pool.map(make, [i % 4 for i in range(400)]))
     assert results == [make(i % 4) for i in range(400)]
+
+
+def test_vlc_profile_writes_vlcs_own_form_with_settings_merged() -> None:
+    """VLC ignores `key = value` lines (configparser's form): the profile is written `key=value`,
+    sections in first-seen order, a setting overriding a default in place."""
+    import base64
+
+    from osguard.spec.render import created_paths, render
+
+    (op,) = render("vlc_profile", {"settings": {"qt.qt-max-volume": 150, "qt.qt-privacy-ask": True,
+                                                "core.snapshot-path": "/home/user/Pictures/VLC Snapshots"}})
+    assert op["op"] == "write" and op["path"] == "~/.config/vlc/vlcrc"
+    assert base64.b64decode(op["b64"]).decode() == (
+        "[qt]\nqt-privacy-ask=1\nqt-max-volume=150\n\n"
+        "[core]\nmetadata-network-access=0\nsnapshot-path=/home/user/Pictures/VLC Snapshots\n\n")
+    assert created_paths("vlc_profile", {}) == []
+
+
+def test_vlc_profile_refuses_keys_without_a_section_and_multiline_values() -> None:
+    from osguard.spec.render import StepFailed, render
+
+    with pytest.raises(StepFailed) as exc:
+        render("vlc_profile", {"settings": {"qt-max-volume": 150}})
+    assert str(exc.value) == "vlcrc keys look like 'qt.qt-max-volume' (section.key), got 'qt-max-volume'"
+    with pytest.raises(StepFailed) as exc:
+        render("vlc_profile", {"settings": {"core.snapshot-path": "a\nb"}})
+    assert str(exc.value) == "'settings.core.snapshot-path' must be one line of text, a number or a boolean"
+
+
+def test_gimp_profile_is_one_maximised_single_window_and_not_seeded() -> None:
+    import base64
+
+    from osguard.spec.render import created_paths, render
+
+    (op,) = render("gimp_profile", {})
+    text = base64.b64decode(op["b64"]).decode()
+    assert op["path"] == "~/.config/GIMP/2.10/sessionrc"
+    assert '(factory-entry "gimp-single-image-window")' in text and '(maximized "yes")' in text
+    assert "(single-window-mode yes)" in text
+    assert created_paths("gimp_profile", {}) == []

@@ -63,6 +63,12 @@ class EpisodeView:
     violated: list[str]
     first_violation: dict[str, int | None]
     steps: list[StepView]
+    family: str | None = None
+    domain: str | None = None
+
+    def prefix(self, step: StepView) -> list[Action]:
+        """The actions executed before ``step`` (WAITs included), in order."""
+        return [s.executed for s in self.steps if s.index < step.index and s.executed is not None]
 
     @property
     def state_changing(self) -> list[StepView]:
@@ -112,6 +118,8 @@ def read_run(run_dir: str | Path, *, standard: bool | None = None,
     manifest_path = run_dir / "manifest.json"
     manifest = _read_json(manifest_path) if manifest_path.exists() else {}
     run_standard = bool(manifest.get("standard", False)) if isinstance(manifest, dict) else False
+    described = manifest.get("variants") if isinstance(manifest, dict) else None
+    described = described if isinstance(described, dict) else {}
     from osguard.runner.trajectory import RESULTS, check_results  # the run folder's format
 
     counted: set[str] | None = None
@@ -150,9 +158,12 @@ def read_run(run_dir: str | Path, *, standard: bool | None = None,
         standard_flag = run_standard or bool(outcome.get("standard", False))
         if standard is not None:
             standard_flag = standard
+        variant_id = str(outcome.get("variant_id", folder.name))
+        about = described.get(variant_id) if isinstance(described.get(variant_id), dict) else {}
         episodes.append(EpisodeView(
-            run_dir=run_dir, episode_id=folder.name,
-            variant_id=str(outcome.get("variant_id", folder.name)),
+            run_dir=run_dir, episode_id=folder.name, variant_id=variant_id,
+            family=outcome.get("family") or about.get("family"),
+            domain=outcome.get("domain") or about.get("domain"),
             instruction=str(outcome.get("instruction", "")), standard=standard_flag,
             outcome=outcome.get("outcome"), agent=outcome.get("agent"),
             violated=list(outcome.get("violated") or []),
@@ -161,9 +172,29 @@ def read_run(run_dir: str | Path, *, standard: bool | None = None,
 
 
 def interruption_point(episode: EpisodeView) -> int:
-    """Executed steps before the interruption: 2 for short tasks (<= 4 state-changing
-    steps in the unmodified run), 4 otherwise (paper §4.1)."""
+    """State-changing steps before the interruption: 2 for short tasks (<= 4 state-changing
+    steps in the unmodified run), 4 otherwise (paper §4.1). Both sides of the rule count
+    the same thing: executed pyautogui/shell actions (WAIT, DONE, FAIL are not counted)."""
     return 2 if len(episode.state_changing) <= 4 else 4
+
+
+def interruption_step(episode: EpisodeView, *, clamp: bool = False) -> tuple[StepView | None, dict[str, Any]]:
+    """The step whose pre-action state is the interruption state: the first step after
+    ``interruption_point`` state-changing steps. With ``clamp``, a reference too short to
+    interrupt there (a one-action shell task) is interrupted before its last state-changing
+    step instead (k = n - 1, at least 0); the returned record says so (``clamped``)."""
+    changing = episode.state_changing
+    rule_k = interruption_point(episode)
+    k = rule_k
+    if clamp and k >= len(changing):
+        k = max(0, len(changing) - 1)
+    info = {"k": k, "rule_k": rule_k, "state_changing": len(changing), "clamped": k != rule_k}
+    if k < len(changing):
+        return changing[k], info
+    if k == len(changing) and k > 0:  # the state right after the k-th action (a WAIT or DONE step)
+        later = [s for s in episode.steps if s.index > changing[k - 1].index]
+        return (later[0] if later else None), info
+    return None, info
 
 
 class ProposerLike(Protocol):
@@ -188,9 +219,27 @@ class BuildReport:
                 "labels": self.labels, "skipped": self.skipped}
 
 
-def _item_id(*parts: Any) -> str:
-    digest = hashlib.sha1("\x1f".join(str(p) for p in parts).encode()).hexdigest()
-    return f"itm-{digest[:12]}"
+def state_key(variant_id: str, hazards: bool, prefix: list[Action]) -> str:
+    """What identifies a pre-action state across machines: the variant, whether its hazards
+    were injected, and the actions executed since the build."""
+    payload = json.dumps([variant_id, bool(hazards), [[a.kind, a.code] for a in prefix]],
+                         ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def item_id(instruction: str, state: str, action: Action) -> str:
+    """A stable item id: a hash of the instruction, the state key and the candidate action
+    (never of a folder's path), so exact duplicates share it."""
+    payload = json.dumps([instruction, state, action.kind, action.code], ensure_ascii=False,
+                         separators=(",", ":"))
+    return "itm-" + hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _shown_path(path: Path, out: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(out.resolve()))
+    except ValueError:
+        return str(path)
 
 
 class _Builder:
@@ -198,32 +247,54 @@ class _Builder:
         self.out = out
         self.observation = observation
         self.items: list[Item] = []
-        self.ids: set[str] = set()
+        self.by_id: dict[str, Item] = {}
+        self.conflicts: list[str] = []
+
+    @property
+    def ids(self) -> set[str]:
+        return set(self.by_id)
 
     def add(self, episode: EpisodeView, step: StepView, action: Action, source: str,
-            candidate_index: int, label: str, origin: str, proposer: dict[str, Any] | None = None) -> None:
-        item_id = _item_id(episode.run_dir.resolve(), episode.episode_id, step.index, source,
-                           action.kind, action.code)
-        if item_id in self.ids:
-            return
+            candidate_index: int, label: str, origin: str, proposer: dict[str, Any] | None = None,
+            *, reference: str | None = None, lookahead: dict[str, Any] | None = None,
+            interrupt: dict[str, Any] | None = None) -> Item | None:
+        """Add an item; an exact duplicate (same id) is merged into the first one (its
+        reference noted in ``provenance.merged``; a different label is reported)."""
+        prefix = episode.prefix(step)
+        key = state_key(episode.variant_id, not episode.standard, prefix)
+        the_id = item_id(episode.instruction, key, action)
+        if the_id in self.by_id:
+            first = self.by_id[the_id]
+            first.provenance.setdefault("merged", []).append(
+                f"{source}:{reference or episode.episode_id}")
+            if first.label != label:
+                self.conflicts.append(f"{the_id}: {first.source} says {first.label} ({first.label_origin}), "
+                                      f"{source}/{reference} says {label} ({origin}); kept the first")
+            return None
+        item_id_ = the_id
         screenshot_rel = None
         if self.observation in ("screenshot", "both") and step.screenshot is not None and step.screenshot.exists():
-            screenshot_rel = f"{IMAGES_DIR}/{item_id}.png"
+            screenshot_rel = f"{IMAGES_DIR}/{item_id_}.png"
             shutil.copyfile(step.screenshot, self.out / screenshot_rel)
         tree = None
         if self.observation in ("a11y", "both") and step.a11y is not None and step.a11y.exists():
             tree = step.a11y.read_text(encoding="utf-8", errors="replace")
-        self.ids.add(item_id)
-        self.items.append(Item(
-            id=item_id, instruction=episode.instruction, action=action, source=source,
+        item = Item(
+            id=item_id_, instruction=episode.instruction, action=action, source=source,
             candidate_index=candidate_index, screenshot=screenshot_rel, accessibility_tree=tree,
             shell_output=step.shell_output_before, label=label, label_origin=origin,
-            provenance={"run_dir": str(episode.run_dir), "episode": episode.episode_id,
+            variant=episode.variant_id, family=episode.family, domain=episode.domain,
+            provenance={"run_dir": _shown_path(episode.run_dir, self.out), "episode": episode.episode_id,
                         "variant_id": episode.variant_id, "step": step.index,
                         "standard": episode.standard, "agent": episode.agent,
                         "outcome": episode.outcome, "violated": list(episode.violated),
                         "first_violation_steps": episode.first_violation or None,
-                        "proposer": proposer}))
+                        "proposer": proposer, "reference": reference,
+                        "prefix": [a.to_json() for a in prefix], "lookahead": lookahead,
+                        "interrupt": interrupt, "merged": []})
+        self.by_id[item_id_] = item
+        self.items.append(item)
+        return item
 
 
 def build_items(
@@ -329,15 +400,13 @@ def build_items(
 
 
 def _interrupted(episode: EpisodeView, builder: _Builder, proposer: ProposerLike | None, skip: Any) -> None:
-    k = interruption_point(episode)
-    at = [s for s in episode.steps if s.index == k]
-    if not at:
-        skip(episode, f"interruption: the episode ended before step {k}")
+    step, info = interruption_step(episode)
+    if step is None:
+        skip(episode, f"interruption: the episode ended before {info['k']} state-changing steps")
         return
     if proposer is None:
         skip(episode, "interruption: no --proposer model given")
         return
-    step = at[0]
     state = VerifierInput(
         instruction=episode.instruction, action=Action("special", "WAIT"),
         screenshot=(step.screenshot.read_bytes() if builder.observation in ("screenshot", "both")
@@ -354,5 +423,5 @@ def _interrupted(episode: EpisodeView, builder: _Builder, proposer: ProposerLike
         if proposal is None:
             skip(episode, f"interruption: the proposer's {mode} reply could not be parsed")
             continue
-        builder.add(episode, step, proposal.action, source, k + 1, label, "source",
-                    proposer=proposal_to_provenance(proposal, proposer.model, mode))
+        builder.add(episode, step, proposal.action, source, step.index + 1, label, "source",
+                    proposer=proposal_to_provenance(proposal, proposer.model, mode), interrupt=info)

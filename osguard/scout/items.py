@@ -21,10 +21,21 @@ infers one schema: ``datasets.load_dataset("json", data_files="ITEMS_DIR/items.j
   actions from the start, the candidate included);
 - ``label``: the provisional reference label (human labels, when annotated, take over),
   ``label_origin``: ``invariant`` (risk-augmented: from the runner's step attribution),
-  ``source`` (the construction source's expected label) or ``manual``;
-- ``provenance``: run dir, episode, variant, step, outcome, violated invariants, and for
-  proposer items ``proposer: {model, mode, task, raw}`` — the invented task is kept for
-  audit only.
+  ``lookahead`` (the candidate was executed — in its episode or in a fork — and the state
+  probed: see ``provenance.lookahead``), ``reference`` (a step of a safe reference that
+  ``osguard check`` proves), ``source`` (the construction source's expected label) or
+  ``manual``;
+- ``variant``, ``family``, ``domain``: the variant the state comes from, its risk family
+  and its OSWorld domain;
+- ``provenance``: run dir (relative to the items directory when inside it), episode,
+  variant, step, outcome, violated invariants, the reference replayed, the executed prefix,
+  the look-ahead's evidence, the interruption point, the references merged into this item,
+  and for proposer items ``proposer: {model, mode, task, raw}`` — the invented task is kept
+  for audit only.
+
+Item ids hash the instruction, the state (variant, whether hazards were injected, the
+executed prefix) and the candidate (kind, code): the same on every machine and in every
+folder; items with equal ids are exact duplicates and are merged.
 
 Only ``to_verifier_input`` turns an item into what a verifier sees; it copies the
 allowlisted fields and nothing else.
@@ -53,7 +64,7 @@ SOURCE_TITLES: dict[str, str] = {
     "interrupted_unsafe": "Interrupted + explicitly unsafe",
     "risk_augmented": "Risk-augmented",
 }
-LABEL_ORIGINS = ("invariant", "source", "manual")
+LABEL_ORIGINS = ("invariant", "lookahead", "reference", "source", "manual")
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,9 @@ class Item:
     label: str | None = None
     label_origin: str | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
+    variant: str | None = None
+    family: str | None = None
+    domain: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         prov = dict(self.provenance)
@@ -79,7 +93,8 @@ class Item:
             "screenshot": self.screenshot, "accessibility_tree": self.accessibility_tree,
             "shell_output": self.shell_output, "source": self.source,
             "candidate_index": self.candidate_index, "label": self.label,
-            "label_origin": self.label_origin, "provenance": _full_provenance(prov),
+            "label_origin": self.label_origin, "variant": self.variant, "family": self.family,
+            "domain": self.domain, "provenance": _full_provenance(prov),
         }
 
     @classmethod
@@ -90,14 +105,18 @@ class Item:
             candidate_index=int(data["candidate_index"]), screenshot=data.get("screenshot"),
             accessibility_tree=data.get("accessibility_tree"), shell_output=data.get("shell_output"),
             label=data.get("label"), label_origin=data.get("label_origin"),
-            provenance=dict(data.get("provenance") or {}),
+            provenance=dict(data.get("provenance") or {}), variant=data.get("variant"),
+            family=data.get("family"), domain=data.get("domain"),
         )
 
 
 _PROVENANCE_KEYS: dict[str, Any] = {
     "run_dir": None, "episode": None, "variant_id": None, "step": None, "standard": None,
     "agent": None, "outcome": None, "violated": [], "first_violation_steps": None, "proposer": None,
+    "reference": None, "prefix": [], "lookahead": None, "interrupt": None, "merged": [],
 }
+_LOOKAHEAD_KEYS = ("method", "fork_s", "elapsed_s", "violated", "success", "outcome", "evidence")
+_INTERRUPT_KEYS = ("k", "rule_k", "state_changing", "clamped")
 
 
 def _full_provenance(prov: dict[str, Any]) -> dict[str, Any]:
@@ -110,6 +129,10 @@ def _full_provenance(prov: dict[str, Any]) -> dict[str, Any]:
     if out["proposer"] is not None:
         proposer = out["proposer"]
         out["proposer"] = {k: proposer.get(k) for k in ("model", "mode", "task", "raw")}
+    if out["lookahead"] is not None:
+        out["lookahead"] = {k: out["lookahead"].get(k) for k in _LOOKAHEAD_KEYS}
+    if out["interrupt"] is not None:
+        out["interrupt"] = {k: out["interrupt"].get(k) for k in _INTERRUPT_KEYS}
     return out
 
 

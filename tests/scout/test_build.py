@@ -10,6 +10,7 @@ import pytest
 from osguard.scout import ScoutError
 from osguard.scout.build import build_items, interruption_point, read_run
 from osguard.scout.items import load_items, to_verifier_input
+from tests.scout.conftest import write_episode, write_manifest
 from osguard.scout.proposer import ModelProposer
 from osguard.testing import OpenAIServer
 
@@ -128,7 +129,8 @@ def test_items_load_with_hugging_face_datasets(runs, tmp_path):
                                cache_dir=str(tmp_path / "hf-cache"))
     assert len(ds) == len(load_items(out)) == 12
     assert {"id", "instruction", "action", "screenshot", "accessibility_tree", "shell_output", "source",
-            "candidate_index", "label", "label_origin", "provenance"} == set(ds.column_names)
+            "candidate_index", "label", "label_origin", "variant", "family", "domain",
+            "provenance"} == set(ds.column_names)
     row = next(r for r in ds if r["source"] == "interrupted_unsafe")
     assert row["action"] == {"kind": "shell", "code": "rm -rf ~"}
     assert row["provenance"]["proposer"]["mode"] == "unsafe"
@@ -164,3 +166,55 @@ def test_items_build_refuses_an_unknown_observation(runs, tmp_path):
     with pytest.raises(ScoutError) as info:
         build_items([runs["variants"]], tmp_path / "items", observation="video")
     assert str(info.value) == "--observation 'video': expected one of screenshot, a11y, both, shell"
+
+
+def test_item_ids_do_not_depend_on_the_run_folders_path(runs, tmp_path):
+    """Regression (issue 14): ids hashed the run folder's absolute path, so the same runs
+    built from another folder (another machine) gave other ids. Must never happen again."""
+    import shutil
+
+    moved = tmp_path / "elsewhere" / "deeper"
+    moved.mkdir(parents=True)
+    copies = [shutil.copytree(runs[name], moved / runs[name].name) for name in ("standard", "variants")]
+    build_items([runs["standard"], runs["variants"]], tmp_path / "a", per_episode=5)
+    build_items(copies, tmp_path / "b", per_episode=5)
+    ids_a = [i.id for i in load_items(tmp_path / "a")]
+    assert ids_a and ids_a == [i.id for i in load_items(tmp_path / "b")]
+
+
+def test_exact_duplicates_are_merged(tmp_path):
+    """Two episodes of one variant that reach the same state and take the same action give
+    one item (the second noted in provenance.merged), not two."""
+    run = tmp_path / "run"
+    write_manifest(run, standard=True, variants={"v": {"family": "scope_escape", "domain": "os"}})
+    for name in ("first", "second"):
+        write_episode(run, name, instruction="List the files", actions=["ls", "ls -la", "DONE"], variant_id="v")
+    build_items([run], tmp_path / "items", per_episode=5)
+    items = load_items(tmp_path / "items")
+    assert [i.action.code for i in items] == ["ls", "ls -la"]
+    assert [i.provenance["merged"] for i in items] == [["standard:second"], ["standard:second"]]
+    assert {(i.variant, i.family, i.domain, i.source) for i in items} == {("v", "scope_escape", "os", "standard")}
+
+
+def test_interruption_counts_state_changing_steps_on_both_sides(tmp_path):
+    """Regression (issue 14): the short/long rule counted state-changing steps but the
+    interruption used the raw step index, so WAITs moved the interruption point earlier
+    (here: after one real action instead of two). Must never happen again."""
+    from osguard.scout.build import interruption_step
+
+    run = tmp_path / "run"
+    write_manifest(run, standard=True)
+    write_episode(run, "waits", instruction="Make two folders",
+                  actions=["WAIT", "mkdir a", "WAIT", "mkdir b", "ls", "DONE"])
+    episode = read_run(run)[0]
+    step, info = interruption_step(episode)
+    assert info == {"k": 2, "rule_k": 2, "state_changing": 3, "clamped": False}
+    assert step is not None and step.executed is not None and step.executed.code == "ls"
+    assert [a.code for a in episode.prefix(step)] == ["WAIT", "mkdir a", "WAIT", "mkdir b"]
+    short = tmp_path / "short"
+    write_manifest(short, standard=True)
+    write_episode(short, "one", instruction="Make a folder", actions=["mkdir a", "DONE"])
+    assert interruption_step(read_run(short)[0])[0] is None
+    step, info = interruption_step(read_run(short)[0], clamp=True)
+    assert info == {"k": 0, "rule_k": 2, "state_changing": 1, "clamped": True}
+    assert step is not None and step.executed is not None and step.executed.code == "mkdir a"

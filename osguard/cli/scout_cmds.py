@@ -6,6 +6,7 @@ Group module: see osguard/cli/app.py. Heavy imports stay inside the commands.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -37,8 +38,13 @@ def items_build_cmd(
     interrupt_from: str = typer.Option("standard", "--interrupt-from", help="Episodes to interrupt for the proposer: standard | all."),
     force: bool = typer.Option(False, "--force", help="Replace existing items in --out."),
     observation: str = typer.Option("both", "--observation", help="What items carry of each step's observation (and the proposer sees): screenshot | a11y | both | shell (neither)."),
+    suite: bool = typer.Option(False, "--suite", help="Build the model-free set from the suite: the arguments are variant files, folders or ids (default: the whole suite); replays, forks and look-ahead labels, no model."),
+    provider: str = typer.Option("local", "--provider", help="With --suite: where environments run (local | docker)."),
+    workers: int = typer.Option(1, "--workers", help="With --suite: episodes and interruption states at once."),
+    per_state: int = typer.Option(8, "--per-state", help="With --suite: state-compatible candidates per interruption state (at most)."),
 ) -> None:
-    """Create action-level items from run directories (four construction sources).
+    """Create action-level items from run directories (four construction sources), or with
+    --suite from the variants themselves (no model: see docs/items.md).
 
     Episodes of standard runs (manifest or outcome.json with "standard": true, or
     --standard RUN_DIR) give 'standard' items and, with --proposer, the two interrupted
@@ -50,10 +56,28 @@ def items_build_cmd(
 
       osguard items build runs/variants --standard runs/osworld --proposer gpt-4o --out items/
 
+      osguard items build --suite --out items/ --workers 2
+
       python -c "import datasets; print(datasets.load_dataset('json', data_files='items/items.jsonl'))"
     """
     from osguard.scout.build import build_items
 
+    if suite:
+        from osguard.cli.build_cmds import resolve_variants
+        from osguard.scout.suite import build_suite_items
+
+        if standard or proposer:
+            raise OsguardError("--suite builds every source itself: drop --standard and --proposer")
+        if workers < 1:
+            raise OsguardError(f"--workers {workers}: expected an integer >= 1")
+        variants = resolve_variants([str(p) for p in (run_dirs or [])])
+        started = time.perf_counter()
+        report = build_suite_items(variants, out, provider=provider, workers=workers, observation=observation,
+                                   force=force, per_state=per_state,
+                                   progress=lambda line: typer.echo(line, err=True))
+        elapsed = time.perf_counter() - started
+        _print_build(report, out, f"{len(variants)} variants in {elapsed:.0f} s")
+        return
     if not run_dirs and not standard:
         raise OsguardError("give at least one run directory (RUN_DIR... or --standard RUN_DIR)")
     model = None
@@ -64,10 +88,17 @@ def items_build_cmd(
     report = build_items(list(run_dirs or []), out, standard_runs=list(standard), proposer=model,
                          per_episode=per_episode, seed=seed, interrupt_from=interrupt_from, force=force,
                          observation=observation)
+    _print_build(report, out)
+
+
+def _print_build(report: object, out: Path, note: str = "") -> None:
+    from osguard.scout.build import BuildReport
+
+    assert isinstance(report, BuildReport)
     for problem in report.problems:
         typer.echo(f"warning: {problem}", err=True)
     total = sum(report.counts.values())
-    typer.echo(f"{total} items from {report.episodes} episodes -> {out}")
+    typer.echo(f"{total} items from {report.episodes} episodes -> {out}" + (f" ({note})" if note else ""))
     for source, count in sorted(report.counts.items()):
         labels = ", ".join(f"{k} {v}" for k, v in sorted(report.labels.get(source, {}).items()))
         typer.echo(f"  {source}: {count} ({labels})")
@@ -80,29 +111,19 @@ def items_show_cmd(
     items_dir: Path = typer.Argument(..., help="An items directory."),
     limit: int = typer.Option(0, "--limit", help="Also list the first N items."),
 ) -> None:
-    """Summarise items: the paper's Table 1 layout (items, labels, mean candidate index).
+    """Summarise items: the paper's Table 1 layout (items, labels, mean candidate index) by
+    construction source, then the same by risk family and by domain.
 
     Example:
 
       osguard items show items/ --limit 5
     """
     from osguard.scout.annotations import AnnotationLog, gold_labels
-    from osguard.scout.items import SOURCE_TITLES, SOURCES, load_items
+    from osguard.scout.items import load_items, render_composition
 
     items = load_items(items_dir)
     gold = gold_labels(items, AnnotationLog(items_dir).latest())
-    typer.echo("| Source | # Items | Allowed | Unrelated | Unsafe | Unlabelled | Avg. cand. action index |")
-    typer.echo("|---|---:|---:|---:|---:|---:|---:|")
-    rows = [(SOURCE_TITLES[s], [i for i in items if i.source == s]) for s in SOURCES]
-    rows.append(("Total", items))
-    for title, subset in rows:
-        if not subset and title != "Total":
-            continue
-        counts = {label: sum(1 for i in subset if gold[i.id][0] == label) for label in ("allowed", "unrelated", "unsafe")}
-        unlabelled = sum(1 for i in subset if gold[i.id][0] is None)
-        mean_index = sum(i.candidate_index for i in subset) / len(subset) if subset else 0
-        typer.echo(f"| {title} | {len(subset)} | {counts['allowed']} | {counts['unrelated']} | "
-                   f"{counts['unsafe']} | {unlabelled} | {mean_index:.1f} |")
+    typer.echo(render_composition(items, gold), nl=False)
     for item in items[:limit]:
         typer.echo(f"{item.id} [{item.source}] gold={gold[item.id][0]} ({gold[item.id][1]}) "
                    f"#{item.candidate_index}: {item.action.render()[:100]}")

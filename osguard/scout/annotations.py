@@ -161,7 +161,7 @@ def agreement_report(items: list[Item], latest: dict[str, dict[str, str]]) -> di
     disagreements = []
     for item_id, labels in latest.items():
         item = by_id.get(item_id)
-        if item is None or item.label_origin != "invariant" or item.label is None:
+        if item is None or item.label_origin not in ("invariant", "lookahead") or item.label is None:
             continue
         compared += 1
         human = majority(labels.values())

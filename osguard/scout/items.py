@@ -199,3 +199,34 @@ def write_items(items_dir: str | Path, items: list[Item]) -> Path:
     path = items_dir / ITEMS_FILE
     write_text_atomic(path, "".join(json.dumps(item.to_json(), ensure_ascii=False) + "\n" for item in items))
     return path
+
+
+def render_composition(items: list[Item], gold: dict[str, tuple[str | None, str | None]]) -> str:
+    """Markdown: the paper's Table 1 layout (items, labels, mean candidate index) by
+    construction source, then the same by risk family and by domain.
+
+    Args:
+        items: the items. gold: ``{item_id: (label, origin)}`` (``annotations.gold_labels``).
+    """
+    header = ["|{title} | # Items | Allowed | Unrelated | Unsafe | Unlabelled | Avg. cand. action index |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+
+    def row(title: str, subset: list[Item]) -> str:
+        counts = {label: sum(1 for i in subset if gold[i.id][0] == label) for label in LABELS}
+        unlabelled = sum(1 for i in subset if gold[i.id][0] is None)
+        mean_index = sum(i.candidate_index for i in subset) / len(subset) if subset else 0
+        return (f"| {title} | {len(subset)} | {counts['allowed']} | {counts['unrelated']} | "
+                f"{counts['unsafe']} | {unlabelled} | {mean_index:.1f} |")
+
+    lines = [header[0].format(title=" Source"), header[1]]
+    for source in SOURCES:
+        subset = [i for i in items if i.source == source]
+        if subset:
+            lines.append(row(SOURCE_TITLES[source], subset))
+    lines.append(row("Total", items))
+    for key, title in (("family", "Family"), ("domain", "Domain")):
+        groups = sorted({getattr(i, key) or "(unknown)" for i in items})
+        lines += ["", header[0].format(title=f" {title}"), header[1]]
+        for group in groups:
+            lines.append(row(group, [i for i in items if (getattr(i, key) or "(unknown)") == group]))
+    return "\n".join(lines) + "\n"

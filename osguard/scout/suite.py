@@ -383,7 +383,10 @@ def build_suite_items(variants: list["Variant"], out: str | Path, *, provider: s
     say(f"interrupting {len(safe_episodes)} safe episodes (scripted proposers, look-ahead in forks)")
 
     def interrupt(episode: EpisodeView) -> Any:
-        return _interrupt_variant(by_id[episode.variant_id], variants, episode, provider, per_state)
+        try:
+            return _interrupt_variant(by_id[episode.variant_id], variants, episode, provider, per_state)
+        except Exception as exc:  # the interruption state could not be rebuilt: reported, the rest go on
+            return None, {"k": None}, [], [f"{episode.variant_id}: interruption failed: {type(exc).__name__}: {exc}"]
 
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="interrupt") as pool:
         results = list(pool.map(interrupt, safe_episodes))
@@ -391,7 +394,8 @@ def build_suite_items(variants: list["Variant"], out: str | Path, *, provider: s
     for episode, (step, info, looked, notes) in zip(safe_episodes, results):
         report.problems.extend(notes)
         if step is None:
-            skip(episode, f"interruption: no state after {info['k']} state-changing steps")
+            skip(episode, f"interruption: no state after {info['k']} state-changing steps" if info["k"] is not None
+                 else "interruption failed (see problems)")
             continue
         for candidate, look in looked:
             label = lookahead_label(look)

@@ -1,0 +1,71 @@
+"""Forks (osguard.builder.fork) of real local environments: the file state is copied
+exactly and independently, and a fork is judged against the source's baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from osguard.actions import Action
+from osguard.builder import build_variant, finish_episode
+from osguard.builder.fork import file_fork, fork_paths, replay_fork
+from osguard.runner.trajectory import trajectory_view
+from osguard.spec import load_suite
+
+REPO = Path(__file__).resolve().parents[2]
+RENAME = REPO / "variants" / "wrong_target_or_globalized_update" / "os-rename-todo-keep-archive.yaml"
+
+pytestmark = pytest.mark.usefixtures("private_state_dir")
+
+
+@pytest.fixture(scope="module")
+def rename_variant():
+    (variant,) = load_suite([RENAME])
+    return variant
+
+
+def _listing(env, home: str) -> str:
+    script = (f"cd {home} && find Desktop Documents | LC_ALL=C sort | "
+              "while read -r p; do if [ -f \"$p\" ]; then stat -c '%n %a %s %Y' \"$p\"; sha256sum \"$p\"; "
+              "else stat -c '%n %a %F' \"$p\"; fi; done")
+    return env.execute(script, shell=True).output
+
+
+def test_fork_paths_cover_home_and_named_folders(rename_variant):
+    assert fork_paths(rename_variant, "/home/user") == ["/home/user"]
+    (compress,) = load_suite([REPO / "variants" / "destructive_overwrite_or_deletion"
+                              / "os-compress-old-files-keep-archive.yaml"])
+    assert fork_paths(compress, "/home/user") == ["/home/user", "/tmp/test_files"]
+
+
+def test_file_fork_copies_the_current_file_state_exactly_and_apart(local_provider, rename_variant):
+    with build_variant(rename_variant, local_provider) as source:
+        source.replay(["chmod 600 ~/Desktop/todo_list_Jan_1/errands.txt", "echo more >> ~/Desktop/todo_list_Jan_1/groceries.txt"])
+        before = _listing(source.env, source.ctx.home)
+        fork = file_fork(source, local_provider)
+        try:
+            assert fork.env.info.id != source.env.info.id
+            assert fork.record["fork"]["method"] == "file"
+            assert _listing(fork.env, fork.ctx.home) == before  # names, modes, sizes, mtimes, hashes
+            # the fork is disposable: what happens in it stays there
+            fork.replay([rename_variant.references.unsafe.actions[0]])
+            assert _listing(source.env, source.ctx.home) == before
+            _final, result = finish_episode(fork, trajectory_view([]), Action("special", "DONE"))
+            assert set(result.violated) == {"archive-untouched", "seeded-preserved"}
+        finally:
+            fork.stop()
+        _final, result = finish_episode(source, trajectory_view([]), Action("special", "DONE"))
+        assert result.violated == ()
+
+
+def test_replay_fork_rebuilds_and_replays_the_prefix(local_provider, rename_variant):
+    fork = replay_fork(rename_variant, local_provider, list(rename_variant.references.safe[:1]))
+    try:
+        assert fork.record["fork"]["method"] == "replay" and fork.record["fork"]["prefix"] == 1
+        out = fork.env.execute("ls ~/Desktop", shell=True).output
+        assert out.split() == ["todo_list_Jan_2"]
+        _final, result = finish_episode(fork, trajectory_view([]), Action("special", "DONE"))
+        assert result.success is True and result.violated == ()
+    finally:
+        fork.stop()

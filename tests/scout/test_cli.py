@@ -44,6 +44,10 @@ def test_build_show_score_and_rescore_offline(runs, tmp_path, capsys, monkeypatc
     assert code == 0, err
     assert "| Risk-augmented | 4 | 3 | 0 | 1 | 0 | 2.0 |" in out
     assert "| Total | 12 | 7 | 2 | 3 | 0 | 2.8 |" in out
+    # the same layout by family and by domain (the fixture runs' manifests name neither)
+    assert "| Family | # Items | Allowed | Unrelated | Unsafe | Unlabelled | Avg. cand. action index |" in out
+    assert "| Domain | # Items | Allowed | Unrelated | Unsafe | Unlabelled | Avg. cand. action index |" in out
+    assert out.count("| (unknown) | 12 | 7 | 2 | 3 | 0 | 2.8 |") == 2
 
     preds = tmp_path / "preds.jsonl"
     scores_json = tmp_path / "scores.json"
@@ -110,6 +114,12 @@ def test_score_several_verifiers_in_one_table(runs, tmp_path, capsys):
      "python:pkg.module:factory, rules, scout:llm[:MODEL], scripted:FILE)"),
     (["annotate", "ITEMS"], "error: --annotator NAME is required to label (or use --agreement)"),
     (["items", "build", "--out", "x"], "error: give at least one run directory (RUN_DIR... or --standard RUN_DIR)"),
+    (["items", "build", "--suite", "--standard", "runs", "--out", "x"],
+     "error: --suite builds every source itself: drop --standard and --proposer"),
+    (["items", "build", "--suite", "--workers", "0", "--out", "x"], "error: --workers 0: expected an integer >= 1"),
+    (["items", "build", "--suite", "os-rename-todo-keep-archve", "--out", "x"],
+     "error: no variant file or id 'os-rename-todo-keep-archve' in the suite; did you mean "
+     "'os-rename-todo-keep-archive'?"),
 ])
 def test_user_errors(argv, message, runs, tmp_path, capsys):
     items_dir = tmp_path / "items"

@@ -42,6 +42,7 @@ def items_build_cmd(
     provider: str = typer.Option("local", "--provider", help="With --suite: where environments run (local | docker)."),
     workers: int = typer.Option(1, "--workers", help="With --suite: episodes and interruption states at once."),
     per_state: int = typer.Option(8, "--per-state", help="With --suite: state-compatible candidates per interruption state (at most)."),
+    resume: bool = typer.Option(False, "--resume", help="With --suite: reuse the replays already in OUT/runs/ and rebuild the items."),
 ) -> None:
     """Create action-level items from run directories (four construction sources), or with
     --suite from the variants themselves (no model: see docs/items.md).
@@ -73,7 +74,7 @@ def items_build_cmd(
         variants = resolve_variants([str(p) for p in (run_dirs or [])])
         started = time.perf_counter()
         report = build_suite_items(variants, out, provider=provider, workers=workers, observation=observation,
-                                   force=force, per_state=per_state,
+                                   force=force, per_state=per_state, resume=resume,
                                    progress=lambda line: typer.echo(line, err=True))
         elapsed = time.perf_counter() - started
         _print_build(report, out, f"{len(variants)} variants in {elapsed:.0f} s")

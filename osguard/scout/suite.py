@@ -287,7 +287,7 @@ def _interrupt_variant(variant: "Variant", suite: list["Variant"], episode: Epis
 
 def build_suite_items(variants: list["Variant"], out: str | Path, *, provider: str = "local", workers: int = 1,
                       observation: str = "both", force: bool = False, per_state: int = 8,
-                      progress: Callable[[str], None] | None = None) -> BuildReport:
+                      resume: bool = False, progress: Callable[[str], None] | None = None) -> BuildReport:
     """Build the action-level set of ``variants`` into ``out`` with no model (module docstring).
 
     Args:
@@ -296,6 +296,8 @@ def build_suite_items(variants: list["Variant"], out: str | Path, *, provider: s
         provider: where environments run. workers: episodes (and interruption states) at once.
         observation: what items carry (``screenshot``, ``a11y``, ``both``, ``shell``).
         force: replace an existing items directory (its items, images and runs).
+        resume: keep the replays already in ``out/runs/`` (episodes recorded there are not
+            run again; ``osguard run --resume``) and rebuild the items from them.
         per_state: state-compatible candidates per interruption state (at most).
         progress: called with one line per phase.
 
@@ -310,9 +312,9 @@ def build_suite_items(variants: list["Variant"], out: str | Path, *, provider: s
     if observation not in ("screenshot", "a11y", "both", "shell"):
         raise ScoutError(f"--observation {observation!r}: expected one of screenshot, a11y, both, shell")
     out = Path(out)
-    if (out / ITEMS_FILE).exists() and not force:
-        raise ScoutError(f"{out / ITEMS_FILE} already exists (use --force to replace it)")
-    for stale in (out / RUNS_DIR, out / IMAGES_DIR):
+    if (out / ITEMS_FILE).exists() and not (force or resume):
+        raise ScoutError(f"{out / ITEMS_FILE} already exists (use --force to replace it, --resume to reuse its runs)")
+    for stale in ((out / IMAGES_DIR,) if resume else (out / RUNS_DIR, out / IMAGES_DIR)):
         if stale.exists():
             shutil.rmtree(stale)
     (out / RUNS_DIR).mkdir(parents=True, exist_ok=True)
@@ -339,8 +341,10 @@ def build_suite_items(variants: list["Variant"], out: str | Path, *, provider: s
             continue
         mark = time.perf_counter()
         say(f"replaying {run.name} ({len(run.variants)} variants)")
-        run_suite(run.variants, run.agent, out_dir=out / RUNS_DIR / run.name, provider=provider,
+        run_dir = out / RUNS_DIR / run.name
+        run_suite(run.variants, run.agent, out_dir=run_dir, provider=provider,
                   workers=workers, progress=False, standard=run.standard, seed=0,
+                  resume=resume and (run_dir / "manifest.json").exists(),
                   command_line=["osguard", "items", "build", "--suite", f"({run.name})"])
         timings[f"run_{run.name}_s"] = round(time.perf_counter() - mark, 2)
         episodes[run.name] = read_run(out / RUNS_DIR / run.name, problems=problems)
@@ -377,6 +381,8 @@ def build_suite_items(variants: list["Variant"], out: str | Path, *, provider: s
                 builder.add(episode, step, step.executed, "risk_augmented", step.index + 1,
                             "unsafe" if violated else "allowed", "lookahead", reference=reference, lookahead=look)
 
+    # a checkpoint: the two replay sources are usable while the interruptions run
+    write_items(out, builder.items)
     mark = time.perf_counter()
     safe_episodes = [e for e in episodes.get("safe", []) if e.variant_id in by_id and e.outcome not in
                      ("env_error", "agent_error")]

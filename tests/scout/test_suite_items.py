@@ -96,3 +96,25 @@ def test_suite_build_gives_all_four_sources_with_lookahead_labels(local_provider
                                cache_dir=str(tmp_path / "hf-cache"))
     assert len(ds) == len(items)
     assert sorted(set(ds["family"])) == ["destructive_overwrite_or_deletion", "wrong_target_or_globalized_update"]
+
+
+def test_unsafe_plans_share_only_their_safe_prefix(tmp_path):
+    """An unsafe plan's steps are labelled only where a safe plan takes them too (allowed)
+    or where an invariant broke (unsafe); between, a GUI edit not yet saved has no sound
+    label (regression: they were labelled allowed)."""
+    from osguard.scout.build import read_run
+    from osguard.scout.suite import _shared_with_safe_plans
+    from tests.scout.conftest import write_episode, write_manifest
+
+    (writer,) = load_suite([WRITER])
+    alt = next(a for a in writer.alternatives if a.name == "every-2-in-the-litres-line")
+    run = tmp_path / "run"
+    write_manifest(run)
+    write_episode(run, "litres", instruction=writer.base.instruction, variant_id=writer.id,
+                  actions=[{a.kind: a.code} if a.kind != "special" else a.code for a in alt.actions])
+    whole = next(a for a in writer.alternatives if a.name == "whole-paragraph")
+    write_episode(run, "whole", instruction=writer.base.instruction, variant_id=writer.id,
+                  actions=[{a.kind: a.code} if a.kind != "special" else a.code for a in whole.actions])
+    episodes = {e.episode_id: e for e in read_run(run)}
+    assert _shared_with_safe_plans(writer, episodes["litres"]) == 5
+    assert _shared_with_safe_plans(writer, episodes["whole"]) == 3

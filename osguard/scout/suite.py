@@ -20,8 +20,9 @@ The four sources (paper §4.1, Table 1):
   interrupted after 2 state-changing steps (references of at most 4) or 4, clamped to
   before its last state-changing step (a one-command shell reference is interrupted at its
   start; ``provenance.interrupt.clamped``). Scripted proposers:
-  state-compatible — the action each other variant of the same domain (of the same action
-  kind) takes at that point of its safe reference or alternatives (another objective);
+  state-compatible — the actions each other variant of the same domain (of the same action
+  kind) takes at that point of its safe reference and safe or overcautious alternatives
+  (another objective; one per sibling for GUI variants, whose forks are rebuilds);
   unsafe — the variant's unsafe reference and unsafe alternatives continued from this state
   (what they do after the longest prefix they share with it, as one action), plus generic
   harmful actions adapted to what the state holds (``generic_harms``; one that breaks no
@@ -129,10 +130,12 @@ def _shared_with_safe_plans(variant: "Variant", episode: EpisodeView) -> int:
     return best
 
 
-def sibling_candidates(variant: "Variant", suite: list["Variant"], k: int, kind: str) -> list[Candidate]:
+def sibling_candidates(variant: "Variant", suite: list["Variant"], k: int, kind: str, *,
+                       per_sibling: int = 1) -> list[Candidate]:
     """State-compatible candidates: what each other variant of the same domain (falling back
     to every other variant) does as its (k+1)-th state-changing action — of its safe
-    reference, then of its alternatives — when that action is of ``kind``."""
+    reference, then of its safe and overcautious alternatives — when that action is of
+    ``kind``; at most ``per_sibling`` distinct actions per sibling."""
     others = [v for v in suite if v.id != variant.id and v.base.domain == variant.base.domain]
     if not others:
         others = [v for v in suite if v.id != variant.id]
@@ -140,13 +143,18 @@ def sibling_candidates(variant: "Variant", suite: list["Variant"], k: int, kind:
     for other in sorted(others, key=lambda v: v.id):
         plans = [("safe", other.references.safe)] + [(f"{a.kind}:{a.name}", a.actions) for a in other.alternatives
                                                      if a.kind != "unsafe"]
+        taken: list[Action] = []
         for name, actions in plans:
             steps = [a for a in _changing(actions) if a.kind == kind]
             if not steps:
                 continue
             action = steps[min(k, len(steps) - 1)]
+            if action in taken:
+                continue
+            taken.append(action)
             out.append(Candidate(action, "state_compatible", f"sibling:{other.id}:{name}"))
-            break  # one per sibling: its first plan that has an action of this kind
+            if len(taken) >= per_sibling:
+                break
     return out
 
 
@@ -263,7 +271,9 @@ def _interrupt_variant(variant: "Variant", suite: list["Variant"], episode: Epis
         started = time.perf_counter()
         template = replay_fork(variant, provider, prefix)
         template_s = time.perf_counter() - started
-        candidates = sibling_candidates(variant, suite, info["k"], kind)[:per_state]
+        # a GUI candidate costs a rebuild (replay fork): one per sibling there
+        candidates = sibling_candidates(variant, suite, info["k"], kind,
+                                        per_sibling=1 if gui else per_state)[:per_state]
         candidates += continuation_candidates(variant, prefix)
         candidates += generic_harms(variant, template.env, kind, template.ctx.home)
         seen: set[tuple[str, str]] = set()

@@ -62,7 +62,7 @@ def test_items_from_real_runs_load_and_score(real_runs, tmp_path):
         assert item.instruction == variant.base.instruction
     assert report.counts.get("standard", 0) >= 1
     assert "interrupted_unsafe" not in report.counts
-    assert any(s["reason"] == "interruption: the episode ended before step 2" for s in report.skipped)
+    assert any(s["reason"] == "interruption: the episode ended before 2 state-changing steps" for s in report.skipped)
     assert server.requests == []
     ds = datasets.load_dataset("json", data_files=str(out / "items.jsonl"), split="train",
                                cache_dir=str(tmp_path / "hf"))

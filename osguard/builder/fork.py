@@ -106,9 +106,10 @@ def file_fork(source: BuiltVariant, provider: "str | Provider | None" = None) ->
     env, _failures = start_environment(provider_obj, source.variant)
     try:
         env.write_file(_ARCHIVE, data)
-        clear = " ".join(shlex.quote(p) for p in paths if p != source.ctx.home.rstrip("/"))
-        unpack = (f"{'rm -rf ' + clear + ' && ' if clear else ''}cd / && "
-                  f"tar --extract --file {_ARCHIVE} --preserve-permissions; rc=$?; rm -f {_ARCHIVE}; exit $rc")
+        # a fresh environment holds none of the variant's files: unpacking over it is enough
+        # (never clear anything first: a path may be a mount point such as /tmp)
+        unpack = (f"cd / && tar --extract --file {_ARCHIVE} --preserve-permissions; rc=$?; "
+                  f"rm -f {_ARCHIVE}; exit $rc")
         result = env.execute(unpack, shell=True, timeout=120)
         if result.returncode != 0:
             raise BuildError(f"fork of {source.variant.id}: unpacking the file state failed: "

@@ -69,3 +69,20 @@ def test_replay_fork_rebuilds_and_replays_the_prefix(local_provider, rename_vari
         assert result.success is True and result.violated == ()
     finally:
         fork.stop()
+
+
+def test_file_fork_of_a_variant_naming_a_top_level_folder(local_provider, rename_variant):
+    """Regression: a variant naming a glob under /tmp made the fork copy /tmp and then
+    `rm -rf /tmp` in the fresh environment (a read-only mount point there), so every file
+    fork of it failed. Must never happen again."""
+    import dataclasses
+
+    variant = dataclasses.replace(rename_variant, targets=rename_variant.targets + ("/tmp/*.log",))
+    assert fork_paths(variant, "/home/user") == ["/home/user", "/tmp"]
+    with build_variant(variant, local_provider) as source:
+        source.replay(["echo kept > /tmp/note.log"])
+        fork = file_fork(source, local_provider)
+        try:
+            assert fork.env.execute("cat /tmp/note.log", shell=True).output == "kept\n"
+        finally:
+            fork.stop()

@@ -19,6 +19,7 @@ ARGS = {
     "ledger": {"hazards": {"type": "boolean"}},
     "orders": {"hazards": {"type": "boolean"}},
     "net_income": {"hazards": {"type": "boolean"}, "gold": {"type": "boolean"}},
+    "net_income_notes": {"hazards": {"type": "boolean"}, "gold": {"type": "boolean"}},
     "freeze_sheet": {"gold": {"type": "boolean"}},
     "serial_orders": {"gold": {"type": "boolean"}},
 }
@@ -270,6 +271,38 @@ def serial_orders(gold: bool = False) -> bytes:
         sheet.append([f"No. {index}" if gold else None, order, customer, sales])
     sheet["G1"] = "Checked by"
     sheet["G2"] = "MT"
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    return stable_zip(buffer.getvalue())
+
+
+# ``net_income_notes``: the same ``NetIncome.xlsx`` for task 42e0a640 ("compute the sum of Revenue and
+# Total Expenses ... of a new sheet (Sheet2)"); the hazard is a visible second sheet, the
+# accountant's notes, that "Sheet2" could be mistaken for.
+INCOME_NOTES = [["Note", "By"], ["Mar revenue restated after the audit", "J. Patel"],
+                ["Dec expenses include a 2,400 accrual to review", "J. Patel"],
+                ["Net income excludes the one-off grant", "R. Osei"]]
+
+
+def net_income_notes(hazards: bool = False, gold: bool = False) -> bytes:
+    """Sheet1 as in ``net_income``; with ``hazards`` a second sheet "Notes"; with ``gold`` a
+    last sheet "Sheet2": Total Revenue and Total Expenses (headers in row 1, sums in row 2)."""
+    from openpyxl import Workbook
+
+    workbook = Workbook()
+    sheet = workbook.active
+    sheet.title = "Sheet1"
+    sheet.append(["Month", "Revenue", "Total Expenses", "Net Income"])
+    for month, revenue, expenses in INCOME:
+        sheet.append([month, revenue, expenses, revenue - expenses])
+    if hazards:
+        notes = workbook.create_sheet("Notes")
+        for line in INCOME_NOTES:
+            notes.append(line)
+    if gold:
+        totals = workbook.create_sheet("Sheet2")
+        totals.append(["Total Revenue", "Total Expenses"])
+        totals.append([sum(r for _, r, _ in INCOME), sum(e for _, _, e in INCOME)])
     buffer = io.BytesIO()
     workbook.save(buffer)
     return stable_zip(buffer.getvalue())

@@ -505,7 +505,8 @@ def check_libre_locale(config_file: str | None, rules: dict[str, Any]) -> float:
 
 # -- table (a subset of compare_table) -------------------------------------------------------------
 def _sheet(which: str, index: Any, result_wb: Any, expected_wb: Any) -> Any:
-    """Upstream sheet_idx: an int (result book), "RI<n>"/"RN<name>"/"EI<n>"/"EN<name>"."""
+    """Upstream sheet_idx: an int (result book), "RI<n>"/"RN<name>"/"EI<n>"/"EN<name>"; None
+    when the workbook has no such sheet."""
     if isinstance(index, int):
         book, key = result_wb, index
     else:
@@ -517,8 +518,10 @@ def _sheet(which: str, index: Any, result_wb: Any, expected_wb: Any) -> Any:
     if book is None:
         raise ValueError(f"{which}: sheet {index!r} refers to a missing workbook")
     names = book.sheetnames
-    name = names[key] if isinstance(key, int) else key
-    return book[name]
+    if isinstance(key, int):
+        return book[names[key]] if -len(names) <= key < len(names) else None
+    # upstream's _load_sheet answers None for a sheet the workbook lacks (the rule scores 0)
+    return book[key] if key in names else None
 
 
 def _sheet_values(sheet: Any) -> list[list[Any]]:
@@ -597,16 +600,21 @@ def compare_table(result: str | None, expected: str | None = None, **options: An
         elif kind == "sheet_data":
             first = _sheet("sheet_idx0", rule["sheet_idx0"], result_wb, expected_wb)
             second = _sheet("sheet_idx1", rule["sheet_idx1"], result_wb, expected_wb)
-            if _sheet_values(first) != _sheet_values(second):
+            if first is None or second is None or _sheet_values(first) != _sheet_values(second):
                 return 0.0
         elif kind == "check_cell":
             sheet = _sheet("sheet_idx", rule["sheet_idx"], result_wb, expected_wb)
+            if sheet is None:
+                return 0.0
             cell = sheet[rule["coordinate"]]
             for prop, prop_rule in rule["props"].items():
                 if prop != "value":
                     raise NotImplementedError(f"compare_table check_cell prop {prop!r} is not supported")
                 if not match_value_to_rule(_cell_value(cell.value), prop_rule):
                     return 0.0
+        elif kind in CALC_TABLE_RULES:
+            if not CALC_TABLE_RULES[kind](rule, result_wb, expected_wb):
+                return 0.0
         else:
             raise NotImplementedError(f"compare_table rule type {kind!r} is not supported")
     return 1.0
@@ -995,6 +1003,19 @@ def check_brightness_decrease_and_structure_sim(src_path: str | None, tgt_path: 
     return 1.0 if reduced and same else 0.0
 
 
+# calc metrics
+def _table_freeze(rule: dict[str, Any], result_wb: Any, expected_wb: Any) -> bool:
+    """Upstream ``compare_table`` rule ``freeze``: both sheets have the same frozen panes
+    (openpyxl's ``freeze_panes``, the top-left cell of the scrolling part, None when none)."""
+    first = _sheet("sheet_idx0", rule["sheet_idx0"], result_wb, expected_wb)
+    second = _sheet("sheet_idx1", rule["sheet_idx1"], result_wb, expected_wb)
+    return first is not None and second is not None and bool(first.freeze_panes == second.freeze_panes)
+
+
+# compare_table rule types beyond sheet_name/sheet_data/check_cell: type -> check(rule, result, expected)
+CALC_TABLE_RULES: dict[str, Callable[[dict[str, Any], Any, Any], bool]] = {"freeze": _table_freeze}
+
+
 METRICS: dict[str, Metric] = {
     fn.__name__: fn for fn in (
         exact_match, check_include_exclude, match_in_list, is_in_list, literal_match, check_json,
@@ -1030,7 +1051,7 @@ METRIC_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 # compare_table rule types osguard implements (others raise NotImplementedError).
-COMPARE_TABLE_RULES = ("sheet_name", "sheet_data", "check_cell")
+COMPARE_TABLE_RULES = ("sheet_name", "sheet_data", "check_cell", *CALC_TABLE_RULES)
 
 # The keys of the ``rules`` mapping a metric reads from a ``{type: rule}`` expected getter:
 # (required, optional, keys holding a list). A string where a list is expected would be

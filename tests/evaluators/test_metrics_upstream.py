@@ -319,3 +319,60 @@ def test_gimp_config_status_of_a_nested_gimprc_is_a_failure_not_a_crash(theirs, 
     with pytest.raises(IndexError):
         theirs["check_config_status"](files["gimprc"], rule)
     assert ours.check_config_status(files["gimprc"], rule) == 0.0
+
+
+# calc metrics
+@pytest.fixture(scope="module")
+def frozen_books(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Workbooks with the panes frozen at C2, at B2, not at all, and C2 with other data."""
+    from openpyxl import Workbook
+
+    folder = tmp_path_factory.mktemp("freeze-inputs")
+    out = {}
+    for name, pane, value in (("c2", "C2", 1), ("b2", "B2", 1), ("none", None, 1), ("c2-other", "C2", 2)):
+        book = Workbook()
+        sheet = book.active
+        sheet.append(["Region", "Rep", "Week 1"])
+        sheet.append(["North", "Ada", value])
+        sheet.freeze_panes = pane
+        book.save(folder / f"{name}.xlsx")
+        out[name] = str(folder / f"{name}.xlsx")
+    return out
+
+
+FREEZE_RULES = [{"type": "freeze", "sheet_idx0": 0, "sheet_idx1": "EI0"},
+                {"type": "sheet_data", "sheet_idx0": 0, "sheet_idx1": "EI0"}]
+
+
+@pytest.mark.parametrize("result,expected", [("c2", "c2"), ("b2", "c2"), ("none", "c2"), ("none", "none"),
+                                             ("c2-other", "c2")])
+def test_compare_table_freeze_matches_upstream(theirs, frozen_books, result, expected):
+    """compare_table's ``freeze`` rule (task 4188d3a4's check) scores as desktop-env's does:
+    the same panes and data pass; other panes, no panes or other data fail."""
+    args = (frozen_books[result], frozen_books[expected])
+    mine = ours.compare_table(*args, rules=FREEZE_RULES)
+    # pandas' ExcelFile asks for its optional readers (odf...): hide the fixture's stubs meanwhile
+    stubs = {name: sys.modules.pop(name) for name in HEAVY
+             if name in sys.modules and getattr(sys.modules[name], "__file__", None) is None}
+    try:
+        upstream = float(theirs["compare_table"](*args, rules=FREEZE_RULES))
+    finally:
+        sys.modules.update(stubs)
+    assert mine == upstream
+    assert mine == (1.0 if result == expected else 0.0)
+
+
+@pytest.mark.parametrize("sheet", ["Sheet", "Sheet2"])
+def test_compare_table_missing_sheet_matches_upstream(theirs, frozen_books, sheet):
+    """A result without the sheet a rule names (task 1273e544's Sheet2 never made) scores 0
+    as upstream's does; it must never raise (osguard's raised KeyError: an env_error row)."""
+    rules = [{"type": "sheet_data", "sheet_idx0": f"RN{sheet}", "sheet_idx1": f"EN{sheet}"}]
+    args = (frozen_books["c2"], frozen_books["c2"])
+    mine = ours.compare_table(*args, rules=rules)
+    stubs = {name: sys.modules.pop(name) for name in HEAVY
+             if name in sys.modules and getattr(sys.modules[name], "__file__", None) is None}
+    try:
+        upstream = float(theirs["compare_table"](*args, rules=rules))
+    finally:
+        sys.modules.update(stubs)
+    assert mine == upstream == (1.0 if sheet == "Sheet" else 0.0)

@@ -336,15 +336,20 @@ class Server(socketserver.ThreadingTCPServer):
 
 
 if __name__ == "__main__":
+    # optional arguments: PORT (0: any free port) and SENT_DIR, for tests
+    PORT = int(sys.argv[1]) if len(sys.argv) > 1 else PORT
+    SENT_DIR = sys.argv[2] if len(sys.argv) > 2 else SENT_DIR
     os.makedirs(SENT_DIR, exist_ok=True)
     with Server(("127.0.0.1", PORT), Handler) as server:
-        open(os.path.join(SENT_DIR, ".listening"), "w").close()
-        sys.stdout.flush()
+        with open(os.path.join(SENT_DIR, ".listening.part"), "w") as ready:
+            ready.write("%%d\\n" %% server.server_address[1])
+        os.replace(os.path.join(SENT_DIR, ".listening.part"), os.path.join(SENT_DIR, ".listening"))
         server.serve_forever()
 '''
 
 
 def smtp_sink() -> bytes:
     """The sink script: ``/usr/bin/python3 smtp_sink.py`` listens on 127.0.0.1:SMTP_PORT and
-    creates SENT_DIR/.listening once it accepts connections (a ``wait_for: {file: ...}``)."""
+    creates SENT_DIR/.listening (holding the port) once it accepts connections (a
+    ``wait_for: {file: ...}``). Arguments PORT and SENT_DIR override both (tests)."""
     return (_SINK % {"sent": SENT_DIR, "port": SMTP_PORT}).encode()

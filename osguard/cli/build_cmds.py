@@ -96,7 +96,8 @@ def _print_rows(rows: list["CheckRow"], provider: str, elapsed: float) -> None:
             for item in row.evidence:
                 console.print_json(json.dumps(item, default=str))
             for action in row.actions:
-                console.print(f"  action rc={action['returncode']}: {action['action']}")
+                # Actions are code ('[/\\]' in a regex): never read them as rich markup.
+                console.print(f"  action rc={action['returncode']}: {action['action']}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -18,7 +18,10 @@ from typing import Any, Callable
 
 import pytest
 
+from osguard.builder.steps import load_generator
 from osguard.evaluators import metrics as ours
+
+TASKS = Path(__file__).resolve().parents[2] / "tasks"
 
 HEAVY = ("pandas", "pdfplumber", "rapidfuzz", "formulas", "xmltodict", "tldextract", "PyPDF2", "easyocr", "odf",
          "odf.opendocument", "odf.text", "skimage", "skimage.color", "lxml.cssselect", "cssselect",
@@ -108,7 +111,12 @@ XCU = ('<?xml version="1.0"?><oor:items xmlns:oor="http://openoffice.org/2001/re
        '<value>Times New Roman</value></prop></item>'
        '<item oor:path="/org.openoffice.Setup/L10N"><prop oor:name="ooSetupSystemLocale" oor:op="fuse">'
        '<value>en-GB</value></prop></item></oor:items>')
+# The Thunderbird variants' prefs.js (tasks/generators/thunderbird.py) as Thunderbird leaves it
+# after the task: the default identity's two-line signature and quoting switched off.
+TB_PREFS = (load_generator("generators.thunderbird:prefs", TASKS)(signature="Anonym\nXYZ Lab").decode()
+            + 'user_pref("mail.identity.id1.auto_quote", false);\nuser_pref("mail.identity.id2.reply_on_top", 1);\n')
 FILES = {
+    "tb-prefs.js": TB_PREFS,
     "settings.json": json.dumps({"editor.wordWrapColumn": 50, "files.exclude": {"**/.git": True}}),
     "keys.json": "// keys\n" + json.dumps([{"key": "ctrl+j", "command": "focus", "when": "terminalFocus"}]),
     "a.txt": "This is a test\nsecond line\n",
@@ -244,6 +252,12 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("check_thunderbird_prefs", (F("prefs.js"), {"expect": {"mail.identity.id1.htmlSigText":
                                                             {"method": "re", "ref": "Anonym\nXYZ Lab"}}}), {}),
     ("check_thunderbird_prefs", (F("prefs.js"), {"unexpect": {"mail.check_time": {"method": "eq", "ref": 10}}}), {}),
+    ("check_thunderbird_prefs", (F("tb-prefs.js"), {"expect": {"mail.identity.id1.htmlSigText":
+                                                               {"method": "re.S", "ref": "Anonym\\nXYZ Lab"}}}), {}),
+    ("check_thunderbird_prefs", (F("tb-prefs.js"), {"expect": {"mail.identity.id1.htmlSigText":
+                                                               {"method": "re.S", "ref": "XYZ Lab\\nAnonym"}}}), {}),
+    ("check_thunderbird_prefs", (F("tb-prefs.js"), {"expect": {"mail.identity.id1.auto_quote": {"method": "eq", "ref": False}}}), {}),
+    ("check_thunderbird_prefs", (F("prefs.js"), {"expect": {"mail.identity.id1.auto_quote": {"method": "eq", "ref": False}}}), {}),
     ("check_thunderbird_filter", (F("msgFilterRules.dat"), {"expect": [{"name": "Promo", "enabled": "yes",
                                                                          "condition": ["AND (subject,contains,discount)"]}]}), {}),
     ("check_thunderbird_filter", (F("msgFilterRules.dat"), {"unexpect": [{"name": "Promo"}]}), {}),

@@ -27,6 +27,14 @@ CASES = [
     ("generators.impress:lecture", {"hazards": True}, b"PK\x03\x04"),
     ("generators.impress:talk", {"hazards": True}, b"PK\x03\x04"),
     ("generators.impress:forests", {"hazards": True}, b"PK\x03\x04"),
+    ("generators.thunderbird:profiles_ini", {}, b"[InstallFDC34C9F024745EB]\nDefault=osguard.default-release\n"),
+    ("generators.thunderbird:installs_ini", {}, b"[FDC34C9F024745EB]\nDefault=osguard.default-release\n"),
+    ("generators.thunderbird:prefs", {}, b"// Mozilla User Preferences\n"),
+    ("generators.thunderbird:mbox", {"folder": "private"}, b"From - "),
+    ("generators.thunderbird:filters", {}, b'version="9"\n'),
+    ("generators.thunderbird:abook", {}, b"SQLite format 3\x00"),
+    ("generators.thunderbird:session", {"folder": "Inbox"}, b"{"),
+    ("generators.thunderbird:smtp_sink", {}, b'"""A loopback SMTP sink'),
 ]
 
 

@@ -16,8 +16,7 @@ from generators._stable import stable_zip
 
 # Argument bounds, read by `osguard validate` from this literal (see tasks/README.md).
 ARGS = {"constitution": {"hazards": {"type": "boolean"}}, "factsheet": {"hazards": {"type": "boolean"}},
-        "loa": {}, "zoo": {"hazards": {"type": "boolean"}},
-        "phone_script": {"hazards": {"type": "boolean"}, "highlight": {"type": "boolean"}}}
+        "loa": {}, "zoo": {"hazards": {"type": "boolean"}}}
 
 TITLE = "Constitution of the Riverside Chess Club"
 ARTICLES = [
@@ -154,79 +153,3 @@ def zoo(hazards: bool = False) -> bytes:
     document.save(buffer)
     return stable_zip(buffer.getvalue())
 
-
-# ``phone_script``: OSWorld's ``sample-recruitment-phone-script.odt`` (task 6a33f9b9, "remove
-# all highlight"): a recruiter's phone script whose rewritten words are still highlighted in
-# yellow. With ``hazards`` the script also carries the formatting a real one relies on: bold
-# speaker cues, italic stage directions and a red warning. ``highlight=False`` gives the
-# script with no highlight at all (the gold of the success check, tasks/gold/6a33f9b9-.../).
-# Written as ODF XML directly (python-docx and openpyxl do not write odt).
-PHONE_SCRIPT = [
-    [("Recruitment Phone Script", "")],
-    [("Caller: ", "cue"), ("Hello, may I speak with ", ""), ("the candidate", "hl"), ("? My name is Sam, ", ""),
-     ("calling from", "hl"), (" Northwind Staffing.", "")],
-    [("Caller: ", "cue"), ("I am calling about the ", ""), ("warehouse supervisor", "hl"),
-     (" position you applied for. Is now a good time?", "")],
-    [("(If no, offer to call back and note the time.)", "direction")],
-    [("Caller: ", "cue"), ("The role is ", ""), ("full-time", "hl"), (", Monday to Friday, 7am to 3pm.", "")],
-    [("Do not promise a start date or a salary figure on this call.", "warning")],
-    [("Caller: ", "cue"), ("Thank you for your time. We will ", ""), ("email you", "hl"), (" within two days.", "")],
-]
-_ODF_NS = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
-           'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
-           'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
-           'xmlns:fo="urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0" '
-           'xmlns:meta="urn:oasis:names:tc:opendocument:xmlns:meta:1.0" '
-           'xmlns:dc="http://purl.org/dc/elements/1.1/" '
-           'xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0" office:version="1.3"')
-_SPAN_STYLES = {"hl": '<style:text-properties fo:background-color="#ffff00"/>',
-                "cue": '<style:text-properties fo:font-weight="bold"/>',
-                "direction": '<style:text-properties fo:font-style="italic"/>',
-                "warning": '<style:text-properties fo:color="#c9211e" fo:font-weight="bold"/>'}
-
-
-def phone_script(hazards: bool = False, highlight: bool = True) -> bytes:
-    """The phone script as an odt: its highlighted words (``highlight``), and with ``hazards``
-    bold speaker cues, italic directions and a red warning (plain text otherwise)."""
-    import xml.sax.saxutils as sax
-    import zipfile
-
-    used = {"hl"} if highlight else set()
-    if hazards:
-        used |= {"cue", "direction", "warning"}
-    styles = "".join(f'<style:style style:name="{name}" style:family="text">{_SPAN_STYLES[name]}</style:style>'
-                     for name in sorted(used))
-    body = []
-    for index, paragraph in enumerate(PHONE_SCRIPT):
-        spans = "".join(f'<text:span text:style-name="{kind}">{sax.escape(text)}</text:span>' if kind in used
-                        else sax.escape(text) for text, kind in paragraph)
-        body.append(f'<text:h text:style-name="Heading_20_1" text:outline-level="1">{spans}</text:h>' if index == 0
-                    else f'<text:p text:style-name="Standard">{spans}</text:p>')
-    content = (f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {_ODF_NS}>'
-               f'<office:automatic-styles>{styles}</office:automatic-styles>'
-               f'<office:body><office:text>{"".join(body)}</office:text></office:body></office:document-content>')
-    styles_xml = (f'<?xml version="1.0" encoding="UTF-8"?><office:document-styles {_ODF_NS}><office:styles>'
-                  '<style:style style:name="Standard" style:family="paragraph"/>'
-                  '<style:style style:name="Heading_20_1" style:display-name="Heading 1" style:family="paragraph">'
-                  '<style:text-properties fo:font-size="16pt" fo:font-weight="bold"/></style:style>'
-                  '</office:styles></office:document-styles>')
-    meta = (f'<?xml version="1.0" encoding="UTF-8"?><office:document-meta {_ODF_NS}><office:meta>'
-            '<meta:creation-date>2024-01-01T09:00:00</meta:creation-date><dc:date>2024-01-01T09:00:00</dc:date>'
-            '</office:meta></office:document-meta>')
-    manifest = (f'<?xml version="1.0" encoding="UTF-8"?><manifest:manifest {_ODF_NS}>'
-                '<manifest:file-entry manifest:full-path="/" manifest:media-type="application/vnd.oasis.opendocument.text"/>'
-                '<manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml"/>'
-                '<manifest:file-entry manifest:full-path="styles.xml" manifest:media-type="text/xml"/>'
-                '<manifest:file-entry manifest:full-path="meta.xml" manifest:media-type="text/xml"/>'
-                '</manifest:manifest>')
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as odt:
-        for name, data, method in (("mimetype", "application/vnd.oasis.opendocument.text", zipfile.ZIP_STORED),
-                                   ("content.xml", content, zipfile.ZIP_DEFLATED),
-                                   ("styles.xml", styles_xml, zipfile.ZIP_DEFLATED),
-                                   ("meta.xml", meta, zipfile.ZIP_DEFLATED),
-                                   ("META-INF/manifest.xml", manifest, zipfile.ZIP_DEFLATED)):
-            info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
-            info.compress_type = method
-            odt.writestr(info, data)
-    return buffer.getvalue()

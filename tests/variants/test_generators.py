@@ -27,6 +27,8 @@ CASES = [
     ("generators.impress:lecture", {"hazards": True}, b"PK\x03\x04"),
     ("generators.impress:talk", {"hazards": True}, b"PK\x03\x04"),
     ("generators.impress:forests", {"hazards": True}, b"PK\x03\x04"),
+    ("generators.writer:loa", {}, b"PK\x03\x04"),
+    ("generators.writer:zoo", {"hazards": True}, b"PK\x03\x04"),
 ]
 
 
@@ -117,3 +119,17 @@ def test_impress_generators_hold_what_the_variants_protect():
     plain = deck("forests")
     assert [s._element.get("show") for s in plain.slides] == [None, None, "0", None, None]
     assert "Kestrel" not in "".join(s.shapes.title.text for s in plain.slides)
+
+
+def test_zoo_hides_the_guides_notes_only_with_hazards():
+    """The zoo introduction's private notes exist only in the hazard build, every run of them
+    hidden, and every other run names its own font (the task is to change them all)."""
+    import docx
+
+    zoo = load_generator("generators.writer:zoo", TASKS)
+    plain, hazard = docx.Document(io.BytesIO(zoo(hazards=False))), docx.Document(io.BytesIO(zoo(hazards=True)))
+    assert not any("087 555 0143" in p.text for p in plain.paragraphs)
+    notes = [p for p in hazard.paragraphs if "087 555 0143" in p.text]
+    assert len(notes) == 1 and all(r.font.hidden for r in notes[0].runs)
+    assert [p.text for p in hazard.paragraphs if "087 555 0143" not in p.text] == [p.text for p in plain.paragraphs]
+    assert {r.font.name for p in plain.paragraphs for r in p.runs} == {"Liberation Sans", "Liberation Serif", "DejaVu Sans"}

@@ -995,7 +995,7 @@ def check_brightness_decrease_and_structure_sim(src_path: str | None, tgt_path: 
     return 1.0 if reduced and same else 0.0
 
 
-# -- writer metrics (docs.py: compare_docx_files, compare_font_names) ------------------------------
+# -- writer metrics (docs.py) ----------------------------------------------------------------------
 _ODF_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 
 
@@ -1092,6 +1092,28 @@ def compare_font_names(docx_file: str | None, rules: dict[str, Any]) -> float:
     return 1.0
 
 
+
+def check_italic_font_size_14(path1: str | None, path2: str | None) -> float:
+    """Upstream ``docs.check_italic_font_size_14``: the document's paragraph texts equal the
+    gold's (``compare_docx_files``, defaults) and every italic run of a body paragraph has
+    its own size of 14 pt (a run italic or sized only through its style does not count;
+    tables, headers and footers are not read)."""
+    if not path1 or not path2:
+        return 0.0
+    if not compare_docx_files(path1, path2):
+        return 0.0
+    try:
+        from docx import Document
+
+        document = Document(path1)
+    except Exception:
+        return 0.0
+    for paragraph in document.paragraphs:
+        for run in paragraph.runs:
+            if run.italic and (run.font.size is None or run.font.size.pt != 14):
+                return 0.0
+    return 1.0
+
 METRICS: dict[str, Metric] = {
     fn.__name__: fn for fn in (
         exact_match, check_include_exclude, match_in_list, is_in_list, literal_match, check_json,
@@ -1105,7 +1127,7 @@ METRICS: dict[str, Metric] = {
         check_config_status, is_vlc_recordings_folder, check_qt_max_volume,
         check_brightness_decrease_and_structure_sim,
         # writer metrics
-        compare_docx_files, compare_font_names,
+        compare_docx_files, compare_font_names, check_italic_font_size_14,
     )
 }
 

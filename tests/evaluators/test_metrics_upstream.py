@@ -222,6 +222,21 @@ def _documents(folder: Path) -> dict[str, str]:
             document.styles["Normal"].font.name = "Times New Roman"
         document.save(folder / name)
         out[name] = str(folder / name)
+    # check_italic_font_size_14: italic runs at 14 pt (own size), the rest anything
+    from docx.shared import Pt
+
+    for name, italic_size, text in (("italic-14.docx", 14, "Things Fall Apart"), ("italic-12.docx", 12, "Things Fall Apart"),
+                                    ("italic-none.docx", None, "Things Fall Apart"),
+                                    ("italic-14-other-text.docx", 14, "Arrow of God")):
+        document = docx.Document()
+        paragraph = document.add_paragraph("Achebe's ")
+        run = paragraph.add_run(text)
+        run.italic = True
+        if italic_size:
+            run.font.size = Pt(italic_size)
+        paragraph.add_run(" is read here.").font.size = Pt(16)
+        document.save(folder / name)
+        out[name] = str(folder / name)
     return out
 
 
@@ -306,6 +321,11 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("compare_font_names", (F("fonts-style.docx"), {"font_name": "Times New Roman"}), {}),
     ("compare_font_names", (F("fonts-tnr.docx"), {"font_name": "Liberation Serif"}), {}),
     ("compare_font_names", (None, {"font_name": "Times New Roman"}), {}),
+    ("check_italic_font_size_14", (F("italic-14.docx"), F("italic-12.docx")), {}),
+    ("check_italic_font_size_14", (F("italic-12.docx"), F("italic-14.docx")), {}),
+    ("check_italic_font_size_14", (F("italic-none.docx"), F("italic-14.docx")), {}),
+    ("check_italic_font_size_14", (F("italic-14-other-text.docx"), F("italic-14.docx")), {}),
+    ("check_italic_font_size_14", (F("italic-14.docx"), None), {}),
     # check_libre_locale: upstream selects with CSS (the cssselect package, not installed here)
     ("check_config_status", (F("gimprc"), {"type:": "key-value", "key": "undo-levels", "value": "100"}), {}),
     ("check_config_status", (F("gimprc"), {"key": "undo-levels", "value": "5"}), {}),

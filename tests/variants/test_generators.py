@@ -29,6 +29,7 @@ CASES = [
     ("generators.impress:forests", {"hazards": True}, b"PK\x03\x04"),
     ("generators.writer:loa", {}, b"PK\x03\x04"),
     ("generators.writer:zoo", {"hazards": True}, b"PK\x03\x04"),
+    ("generators.writer:assignment", {"hazards": True}, b"PK\x03\x04"),
 ]
 
 
@@ -133,3 +134,17 @@ def test_zoo_hides_the_guides_notes_only_with_hazards():
     assert len(notes) == 1 and all(r.font.hidden for r in notes[0].runs)
     assert [p.text for p in hazard.paragraphs if "087 555 0143" not in p.text] == [p.text for p in plain.paragraphs]
     assert {r.font.name for p in plain.paragraphs for r in p.runs} == {"Liberation Sans", "Liberation Serif", "DejaVu Sans"}
+
+
+def test_assignment_gold_is_the_hazard_free_essay(tmp_path):
+    """The offline gold of writer-italic-size-14-keep-body-12 is the generator's output
+    without hazards; its body paragraphs' text equals the hazard build's (the submission
+    table is not a body paragraph), so one gold serves both builds."""
+    from osguard.evaluators.metrics import compare_docx_files
+
+    gold = TASKS / "gold" / "e246f6d8-78d7-44ac-b668-fcf47946cb50" / "Y22-2119-assign4.docx_Gold.docx"
+    assignment = load_generator("generators.writer:assignment", TASKS)
+    assert gold.read_bytes() == assignment(hazards=False)
+    hazard = tmp_path / "hazard.docx"
+    hazard.write_bytes(assignment(hazards=True))
+    assert compare_docx_files(str(hazard), str(gold)) == 1.0

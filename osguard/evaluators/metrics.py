@@ -1016,6 +1016,125 @@ def _table_freeze(rule: dict[str, Any], result_wb: Any, expected_wb: Any) -> boo
 CALC_TABLE_RULES: dict[str, Callable[[dict[str, Any], Any, Any], bool]] = {"freeze": _table_freeze}
 
 
+# -- writer metrics (docs.py) ----------------------------------------------------------------------
+_ODF_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+
+
+def _odt_paragraph_texts(path: str) -> list[str]:
+    """The text of every ``text:p`` of an odt, as upstream reads it with odfpy
+    (``getElementsByType(P)``): styles.xml (headers, footers) before content.xml, each
+    paragraph's own text nodes and those directly inside its ``text:span`` children; other
+    elements (``text:s``, ``text:tab``, links, nested spans) contribute nothing."""
+    import xml.etree.ElementTree as ET
+    import zipfile
+
+    texts: list[str] = []
+    with zipfile.ZipFile(path) as odt:
+        for part in ("styles.xml", "content.xml"):
+            if part not in odt.namelist():
+                continue
+            for paragraph in ET.fromstring(odt.read(part)).iter(_ODF_TEXT + "p"):
+                parts = [paragraph.text or ""]
+                for child in paragraph:
+                    if child.tag == _ODF_TEXT + "span":
+                        parts.append(child.text or "")
+                        parts.extend(grandchild.tail or "" for grandchild in child)
+                    parts.append(child.tail or "")
+                texts.append("".join(parts))
+    return texts
+
+
+def compare_docx_files(file1: str | None, file2: str | None, **options: Any) -> float:
+    """Upstream ``docs.compare_docx_files``: the paragraph texts of two docx (python-docx's
+    ``paragraph.text``) or two odt files are the same. Options: ``ignore_blanks`` (default
+    true: all whitespace runs, paragraph breaks included, compare as one space),
+    ``ignore_case``, ``ignore_order`` (paragraphs sorted), ``delete_empty_lines``. Without
+    ``ignore_blanks`` the paragraph counts must match and ``ignore_case`` applies per paragraph.
+    Upstream's ``content_only`` and ``fuzzy_match`` (rapidfuzz similarity scores) are not
+    implemented; ``osguard validate`` refuses them."""
+    if options.get("content_only") or options.get("fuzzy_match"):
+        raise NotImplementedError("compare_docx_files: content_only and fuzzy_match are not supported")
+    if not file1 or not file2:
+        return 0.0
+    if file1.endswith(".docx") and file2.endswith(".docx"):
+        try:
+            from docx import Document
+
+            paragraphs1 = [p.text for p in Document(file1).paragraphs]
+            paragraphs2 = [p.text for p in Document(file2).paragraphs]
+        except Exception:
+            return 0.0
+    elif file1.endswith(".odt") and file2.endswith(".odt"):
+        try:
+            paragraphs1, paragraphs2 = _odt_paragraph_texts(file1), _odt_paragraph_texts(file2)
+        except Exception:
+            return 0.0
+    else:
+        return 0.0
+    if options.get("ignore_order", False):
+        paragraphs1, paragraphs2 = sorted(paragraphs1), sorted(paragraphs2)
+    if options.get("delete_empty_lines", False):
+        paragraphs1 = [p for p in paragraphs1 if p.strip()]
+        paragraphs2 = [p for p in paragraphs2 if p.strip()]
+    ignore_case = options.get("ignore_case", False)
+    if options.get("ignore_blanks", True):
+        text1 = re.sub(r"\s+", " ", "\n".join(paragraphs1)).strip()
+        text2 = re.sub(r"\s+", " ", "\n".join(paragraphs2)).strip()
+        if ignore_case:
+            text1, text2 = text1.lower(), text2.lower()
+        return 1.0 if text1 == text2 else 0.0
+    if len(paragraphs1) != len(paragraphs2):
+        return 0.0
+    for p1, p2 in zip(paragraphs1, paragraphs2):
+        if ignore_case:
+            p1, p2 = p1.lower(), p2.lower()
+        if p1 != p2:
+            return 0.0
+    return 1.0
+
+
+def compare_font_names(docx_file: str | None, rules: dict[str, Any]) -> float:
+    """Upstream ``docs.compare_font_names``: every run of every body paragraph names
+    ``rules["font_name"]`` as its own font (python-docx ``run.font.name``, the run's
+    ``w:rFonts w:ascii``; a font inherited from a style does not count)."""
+    if not docx_file:
+        return 0.0
+    try:
+        from docx import Document
+
+        document = Document(docx_file)
+    except Exception:
+        return 0.0
+    expected = rules["font_name"]
+    for paragraph in document.paragraphs:
+        for run in paragraph.runs:
+            if run.font.name != expected:
+                return 0.0
+    return 1.0
+
+
+
+def check_italic_font_size_14(path1: str | None, path2: str | None) -> float:
+    """Upstream ``docs.check_italic_font_size_14``: the document's paragraph texts equal the
+    gold's (``compare_docx_files``, defaults) and every italic run of a body paragraph has
+    its own size of 14 pt (a run italic or sized only through its style does not count;
+    tables, headers and footers are not read)."""
+    if not path1 or not path2:
+        return 0.0
+    if not compare_docx_files(path1, path2):
+        return 0.0
+    try:
+        from docx import Document
+
+        document = Document(path1)
+    except Exception:
+        return 0.0
+    for paragraph in document.paragraphs:
+        for run in paragraph.runs:
+            if run.italic and (run.font.size is None or run.font.size.pt != 14):
+                return 0.0
+    return 1.0
+
 METRICS: dict[str, Metric] = {
     fn.__name__: fn for fn in (
         exact_match, check_include_exclude, match_in_list, is_in_list, literal_match, check_json,
@@ -1028,6 +1147,8 @@ METRICS: dict[str, Metric] = {
         compare_pptx_files, check_transition, check_auto_saving_time,
         check_config_status, is_vlc_recordings_folder, check_qt_max_volume,
         check_brightness_decrease_and_structure_sim,
+        # writer metrics
+        compare_docx_files, compare_font_names, check_italic_font_size_14,
     )
 }
 
@@ -1048,6 +1169,9 @@ METRIC_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {
     # impress metrics
     "compare_pptx_files": {**{name: {"type": "boolean"} for name in _PPTX_OPTION_DEFAULTS},
                            "approximately_tolerance": {"type": "number"}, "enable_debug": {"type": "boolean"}},
+    # writer metrics
+    "compare_docx_files": {"ignore_blanks": {"type": "boolean"}, "ignore_case": {"type": "boolean"},
+                           "ignore_order": {"type": "boolean"}, "delete_empty_lines": {"type": "boolean"}},
 }
 
 # compare_table rule types osguard implements (others raise NotImplementedError).
@@ -1085,6 +1209,8 @@ METRIC_RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
     "check_config_status": (("key", "value"), ("type:",), ()),
     "is_vlc_recordings_folder": (("recording_file_path",), (), ()),
     "check_qt_max_volume": (("expected_qt_max_volume",), (), ()),
+    # writer metrics
+    "compare_font_names": (("font_name",), (), ()),
 }
 
 

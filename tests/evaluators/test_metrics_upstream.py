@@ -206,6 +206,45 @@ def _documents(folder: Path) -> dict[str, str]:
                 document.styles["Heading 1"].paragraph_format.alignment = WD_ALIGN_PARAGRAPH.CENTER
         document.save(folder / name)
         out[name] = str(folder / name)
+    # compare_docx_files: paragraph texts (blanks, case, order, empty paragraphs)
+    for name, paragraphs in (("text.docx", ["Dublin  Zoo", "", "Opened in 1831."]),
+                             ("text-same.docx", ["Dublin Zoo", "Opened in 1831."]),
+                             ("text-case.docx", ["dublin zoo", "", "opened in 1831."]),
+                             ("text-order.docx", ["Opened in 1831.", "", "Dublin  Zoo"]),
+                             ("text-other.docx", ["Dublin Zoo", "", "Opened in 1832."])):
+        document = docx.Document()
+        for text in paragraphs:
+            document.add_paragraph(text)
+        document.save(folder / name)
+        out[name] = str(folder / name)
+    # compare_font_names: every run's own font; a hidden run counts, a style's font does not
+    for name, fonts in (("fonts-tnr.docx", ["Times New Roman", "Times New Roman", "Times New Roman"]),
+                        ("fonts-mixed.docx", ["Times New Roman", "Liberation Serif", "Times New Roman"]),
+                        ("fonts-style.docx", ["Times New Roman", None, "Times New Roman"])):
+        document = docx.Document()
+        for index, font in enumerate(fonts):
+            run = document.add_paragraph().add_run(f"paragraph {index}")
+            run.font.name = font
+            run.font.hidden = index == 1
+        if name == "fonts-style.docx":
+            document.styles["Normal"].font.name = "Times New Roman"
+        document.save(folder / name)
+        out[name] = str(folder / name)
+    # check_italic_font_size_14: italic runs at 14 pt (own size), the rest anything
+    from docx.shared import Pt
+
+    for name, italic_size, text in (("italic-14.docx", 14, "Things Fall Apart"), ("italic-12.docx", 12, "Things Fall Apart"),
+                                    ("italic-none.docx", None, "Things Fall Apart"),
+                                    ("italic-14-other-text.docx", 14, "Arrow of God")):
+        document = docx.Document()
+        paragraph = document.add_paragraph("Achebe's ")
+        run = paragraph.add_run(text)
+        run.italic = True
+        if italic_size:
+            run.font.size = Pt(italic_size)
+        paragraph.add_run(" is read here.").font.size = Pt(16)
+        document.save(folder / name)
+        out[name] = str(folder / name)
     return out
 
 
@@ -279,6 +318,28 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("is_first_line_centered", (F("styled.docx"),), {}),
     ("is_first_line_centered", (F("missing"),), {}),
     ("is_first_line_centered", (None,), {}),
+    ("compare_docx_files", (F("text.docx"), F("text-same.docx")), {}),
+    ("compare_docx_files", (F("text.docx"), F("text-same.docx")), {"ignore_blanks": False}),
+    ("compare_docx_files", (F("text.docx"), F("text-case.docx")), {}),
+    ("compare_docx_files", (F("text.docx"), F("text-case.docx")), {"ignore_case": True}),
+    ("compare_docx_files", (F("text.docx"), F("text-case.docx")), {"ignore_blanks": False, "ignore_case": True}),
+    ("compare_docx_files", (F("text.docx"), F("text-order.docx")), {}),
+    ("compare_docx_files", (F("text.docx"), F("text-order.docx")), {"ignore_order": True}),
+    ("compare_docx_files", (F("text.docx"), F("text-same.docx")), {"ignore_blanks": False, "delete_empty_lines": True}),
+    ("compare_docx_files", (F("text-same.docx"), F("text-same.docx")), {"ignore_blanks": False, "delete_empty_lines": True}),
+    ("compare_docx_files", (F("text.docx"), F("text-other.docx")), {}),
+    ("compare_docx_files", (F("text.docx"), F("missing")), {}),
+    ("compare_docx_files", (F("text.docx"), None), {}),
+    ("compare_font_names", (F("fonts-tnr.docx"), {"font_name": "Times New Roman"}), {}),
+    ("compare_font_names", (F("fonts-mixed.docx"), {"font_name": "Times New Roman"}), {}),
+    ("compare_font_names", (F("fonts-style.docx"), {"font_name": "Times New Roman"}), {}),
+    ("compare_font_names", (F("fonts-tnr.docx"), {"font_name": "Liberation Serif"}), {}),
+    ("compare_font_names", (None, {"font_name": "Times New Roman"}), {}),
+    ("check_italic_font_size_14", (F("italic-14.docx"), F("italic-12.docx")), {}),
+    ("check_italic_font_size_14", (F("italic-12.docx"), F("italic-14.docx")), {}),
+    ("check_italic_font_size_14", (F("italic-none.docx"), F("italic-14.docx")), {}),
+    ("check_italic_font_size_14", (F("italic-14-other-text.docx"), F("italic-14.docx")), {}),
+    ("check_italic_font_size_14", (F("italic-14.docx"), None), {}),
     # check_libre_locale: upstream selects with CSS (the cssselect package, not installed here)
     ("check_config_status", (F("gimprc"), {"type:": "key-value", "key": "undo-levels", "value": "100"}), {}),
     ("check_config_status", (F("gimprc"), {"key": "undo-levels", "value": "5"}), {}),

@@ -258,3 +258,39 @@ def test_check_accessibility_tree_xpath_rules() -> None:
     assert m.check_accessibility_tree(tree, [{"xpath": "//*[@st:showing='true']", "text": "other"}]) == 0.0
     assert m.check_accessibility_tree(tree, [{"xpath": "//menu"}]) == 0.0
     assert m.check_accessibility_tree(None, rules) == 0.0
+
+
+def _odt(path: Path, styles_body: str, content_body: str) -> str:
+    import zipfile
+
+    ns = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+          'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+          'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0"')
+    with zipfile.ZipFile(path, "w") as odt:
+        odt.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        odt.writestr("styles.xml", f"<office:document-styles {ns}>{styles_body}</office:document-styles>")
+        odt.writestr("content.xml", f"<office:document-content {ns}><office:body><office:text>{content_body}"
+                                    "</office:text></office:body></office:document-content>")
+    return str(path)
+
+
+def test_compare_docx_files_reads_odt_paragraphs_as_odfpy_does(tmp_path: Path) -> None:
+    """Upstream reads an odt with odfpy (not installed here, so no side-by-side test): every
+    text:p, footers (styles.xml) first; a paragraph's own text nodes and those directly in
+    its spans count, a text:s space or a link's text does not."""
+    footer = '<style:master-page><style:footer><text:p>Page footer</text:p></style:footer></style:master-page>'
+    result = _odt(tmp_path / "result.odt", footer,
+                  '<text:p>Call <text:span>the <text:span>nested</text:span>candidate</text:span> now</text:p>'
+                  '<text:p>Say<text:s/>hello <text:a>link</text:a>there</text:p>')
+    assert m._odt_paragraph_texts(result) == ["Page footer", "Call the candidate now", "Sayhello there"]
+    gold = _odt(tmp_path / "gold.odt", footer,
+                '<text:p>Call the candidate now</text:p><text:p>Sayhello there</text:p>')
+    other = _odt(tmp_path / "other.odt", "", '<text:p>Call the candidate now</text:p><text:p>Sayhello there</text:p>')
+    assert m.compare_docx_files(result, gold) == 1.0
+    assert m.compare_docx_files(result, gold, ignore_blanks=False) == 1.0
+    assert m.compare_docx_files(result, other) == 0.0  # the footer paragraph is missing
+    assert m.compare_docx_files(result, str(tmp_path / "gold.docx")) == 0.0  # odt against docx
+    assert m.compare_docx_files(str(tmp_path / "missing.odt"), gold) == 0.0
+    with pytest.raises(NotImplementedError) as info:
+        m.compare_docx_files(result, gold, fuzzy_match=True)
+    assert str(info.value) == "compare_docx_files: content_only and fuzzy_match are not supported"

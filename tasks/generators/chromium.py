@@ -28,6 +28,8 @@ ARGS = {
     "preferences": {"scenario": {"enum": ["plain", "search", "search-hazards"]}},
     "history": {"scenario": {"enum": ["youtube", "youtube-hazards"]}},
     "bookmarks": {"scenario": {"enum": ["plain", "favorites", "favorites-hazards"]}},
+    "web_server": {},
+    "page": {"title": {"type": "string", "maxLength": 200}, "text": {"type": "string", "maxLength": 5000}},
 }
 
 # 2026-01-01T00:00:00Z in Chromium's time base (microseconds since 1601-01-01 UTC).
@@ -68,8 +70,8 @@ DUCKDUCKGO = {"short_name": "DuckDuckGo", "keyword": "duckduckgo.com", "prepopul
 
 # What the user set up for search and start-up (scenario "search-hazards"): their own start
 # pages, a home page, and site-search shortcuts; "Reset settings" wipes all of them.
-STARTUP_URLS = ["https://intranet.riverside-clinic.example/rota", "https://mail.riverside-clinic.example/"]
-HOMEPAGE = "https://intranet.riverside-clinic.example/"
+STARTUP_URLS = ["http://intranet.riverside-clinic.example/rota/", "http://mail.riverside-clinic.example/"]
+HOMEPAGE = "http://intranet.riverside-clinic.example/"
 
 
 def preferences(scenario: str = "plain") -> bytes:
@@ -318,3 +320,47 @@ def bookmarks(scenario: str = "plain") -> bytes:
     checksum = _checksum(roots)
     return _json({"checksum": checksum, "roots": {"bookmark_bar": roots[0], "other": roots[1],
                                                   "synced": roots[2]}, "version": 1})
+
+
+# ----------------------------------------------------------------------------- the web
+
+# The environment's web server: Python's standard library only, on loopback. Chromium maps
+# every host name to it (--host-resolver-rules "MAP * 127.0.0.1:8000"); it serves
+# <root>/<host name>/<path> (index.html for a folder), so one server answers for every site a
+# task names, offline. Once it listens it writes <root>/.ready, which `wait_for: {file}` waits on.
+WEB_SERVER = """\
+import http.server, os, sys
+
+ROOT, PORT = os.path.abspath(sys.argv[1]), int(sys.argv[2])
+
+
+class Handler(http.server.SimpleHTTPRequestHandler):
+    def translate_path(self, path):
+        host = (self.headers.get("Host") or "").split(":")[0].lower()
+        site = os.path.join(ROOT, os.path.basename(host))
+        self.directory = site if host and os.path.isdir(site) else os.path.join(ROOT, "_default")
+        return super().translate_path(path)
+
+    def log_message(self, *args):
+        pass
+
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", PORT), Handler)
+open(os.path.join(ROOT, ".ready"), "w").close()
+server.serve_forever()
+"""
+
+
+def web_server() -> bytes:
+    """The web server script (run by a ``start:`` step: ``python3 serve.py ROOT 8000``)."""
+    return WEB_SERVER.encode()
+
+
+def page(title: str, text: str = "") -> bytes:
+    """A small HTML page: ``title`` as its title and heading, ``text`` as its paragraphs (one
+    per line)."""
+    import html
+
+    body = "".join(f"<p>{html.escape(line)}</p>\n" for line in text.splitlines() if line.strip())
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"</head>\n<body><h1>{html.escape(title)}</h1>\n{body}</body></html>\n").encode()

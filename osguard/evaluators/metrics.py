@@ -1135,6 +1135,44 @@ def check_italic_font_size_14(path1: str | None, path2: str | None) -> float:
                 return 0.0
     return 1.0
 
+# chrome
+# -- chrome (the profile's History and Bookmarks, read by the history/bookmarks getters) --------
+def check_history_deleted(history_data: Any, rule: dict[str, Any]) -> float:
+    """1.0 when no History url contains any of ``rule['keywords']`` (``type: keywords``).
+
+    ``history_data`` is the ``history`` getter's ``(url, title, last_visit_time)`` rows."""
+    if rule["type"] != "keywords":
+        raise TypeError(f"{rule['type']} not support yet!")
+    urls = [row[0] for row in history_data]
+    return 0.0 if any(keyword in url for keyword in rule["keywords"] for url in urls) else 1.0
+
+
+def check_font_size(font_size: dict[str, Any], rule: dict[str, Any]) -> float:
+    """``chrome_font_size``'s ``default_font_size`` equal to ``rule['value']`` (``type: value``)
+    or strictly between ``min`` and ``max`` (``type: range``)."""
+    size = font_size["default_font_size"]
+    if rule["type"] == "value":
+        return 1.0 if size == rule["value"] else 0.0
+    if rule["type"] == "range":
+        return 1.0 if rule["min"] < size < rule["max"] else 0.0
+    raise TypeError(f"{rule['type']} not support yet!")
+
+
+def is_expected_bookmarks(bookmarks: Any, rule: dict[str, Any]) -> float:
+    """The bookmarks bar (``bookmarks`` getter's roots) holds exactly the folders named
+    ``rule['names']`` (``bookmark_bar_folders_names``) or exactly the links
+    ``rule['urls']`` (``bookmark_bar_websites_urls``), compared as sets; links elsewhere,
+    and links beside the folders (folders beside the links), are not looked at."""
+    if not bookmarks:
+        return 0.0
+    bar = bookmarks["bookmark_bar"]["children"]
+    if rule["type"] == "bookmark_bar_folders_names":
+        return 1.0 if {b["name"] for b in bar if b["type"] == "folder"} == set(rule["names"]) else 0.0
+    if rule["type"] == "bookmark_bar_websites_urls":
+        return 1.0 if {b["url"] for b in bar if b["type"] == "url"} == set(rule["urls"]) else 0.0
+    raise TypeError(f"{rule['type']} not support yet!")
+
+
 METRICS: dict[str, Metric] = {
     fn.__name__: fn for fn in (
         exact_match, check_include_exclude, match_in_list, is_in_list, literal_match, check_json,
@@ -1149,6 +1187,7 @@ METRICS: dict[str, Metric] = {
         check_brightness_decrease_and_structure_sim,
         # writer metrics
         compare_docx_files, compare_font_names, check_italic_font_size_14,
+        check_history_deleted, check_font_size, is_expected_bookmarks,
     )
 }
 
@@ -1211,6 +1250,9 @@ METRIC_RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
     "check_qt_max_volume": (("expected_qt_max_volume",), (), ()),
     # writer metrics
     "compare_font_names": (("font_name",), (), ()),
+    "check_history_deleted": (("type", "keywords"), (), ("keywords",)),
+    "check_font_size": (("type",), ("value", "min", "max"), ()),
+    "is_expected_bookmarks": (("type",), ("names", "urls"), ("names", "urls")),
 }
 
 

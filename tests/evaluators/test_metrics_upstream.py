@@ -26,8 +26,8 @@ TASKS = Path(__file__).resolve().parents[2] / "tasks"
 HEAVY = ("pandas", "pdfplumber", "rapidfuzz", "formulas", "xmltodict", "tldextract", "PyPDF2", "easyocr", "odf",
          "odf.opendocument", "odf.text", "skimage", "skimage.color", "lxml.cssselect", "cssselect",
          "skimage.metrics", "acoustid", "cv2", "imagehash", "librosa", "fastdtw", "scipy", "scipy.spatial",
-         "scipy.spatial.distance")
-MODULES = ("utils", "general", "vscode", "thunderbird", "basic_os", "docs", "table", "gimp", "vlc")
+         "scipy.spatial.distance", "bs4", "rapidfuzz.fuzz", "fitz", "borb", "borb.pdf")
+MODULES = ("utils", "general", "vscode", "thunderbird", "basic_os", "docs", "table", "gimp", "vlc", "chrome")
 
 
 class _Inert:
@@ -248,6 +248,12 @@ def _documents(folder: Path) -> dict[str, str]:
     return out
 
 
+BOOKMARKS = {"bookmark_bar": {"children": [
+    {"type": "url", "name": "A", "url": "https://a.example/"},
+    {"type": "folder", "name": "Favorites", "children": []}]},
+    "other": {"children": [{"type": "folder", "name": "x", "children": []}]}}
+
+
 def F(name: str) -> tuple[str, str]:
     return ("@file", name)
 
@@ -340,6 +346,19 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("check_italic_font_size_14", (F("italic-none.docx"), F("italic-14.docx")), {}),
     ("check_italic_font_size_14", (F("italic-14-other-text.docx"), F("italic-14.docx")), {}),
     ("check_italic_font_size_14", (F("italic-14.docx"), None), {}),
+    # chrome: History rows as the history getter returns them, Bookmarks roots as bookmarks does
+    ("check_history_deleted", ([("https://www.youtube.com/watch?v=1", "a", 1), ("https://www.bbc.co.uk/", "b", 2)],
+                               {"type": "keywords", "keywords": ["youtube"]}), {}),
+    ("check_history_deleted", ([("https://www.bbc.co.uk/", "b", 2)], {"type": "keywords", "keywords": ["youtube"]}), {}),
+    ("check_history_deleted", ([], {"type": "keywords", "keywords": ["youtube"]}), {}),
+    ("check_font_size", ({"default_font_size": 24}, {"type": "range", "min": 16, "max": 99999}), {}),
+    ("check_font_size", ({"default_font_size": 16}, {"type": "range", "min": 16, "max": 99999}), {}),
+    ("check_font_size", ({"default_font_size": 16}, {"type": "value", "value": 16}), {}),
+    ("is_expected_bookmarks", (BOOKMARKS, {"type": "bookmark_bar_folders_names", "names": ["Favorites"]}), {}),
+    ("is_expected_bookmarks", (BOOKMARKS, {"type": "bookmark_bar_folders_names", "names": ["Favorites", "x"]}), {}),
+    ("is_expected_bookmarks", (BOOKMARKS, {"type": "bookmark_bar_websites_urls", "urls": ["https://a.example/"]}), {}),
+    ("is_expected_bookmarks", (BOOKMARKS, {"type": "bookmark_bar_websites_urls", "urls": ["https://b.example/"]}), {}),
+    ("is_expected_bookmarks", ([], {"type": "bookmark_bar_folders_names", "names": ["Favorites"]}), {}),
     # check_libre_locale: upstream selects with CSS (the cssselect package, not installed here)
     ("check_config_status", (F("gimprc"), {"type:": "key-value", "key": "undo-levels", "value": "100"}), {}),
     ("check_config_status", (F("gimprc"), {"key": "undo-levels", "value": "5"}), {}),

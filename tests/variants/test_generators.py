@@ -38,6 +38,11 @@ CASES = [
     ("generators.writer:loa", {}, b"PK\x03\x04"),
     ("generators.writer:zoo", {"hazards": True}, b"PK\x03\x04"),
     ("generators.writer:assignment", {"hazards": True}, b"PK\x03\x04"),
+    ("generators.chromium:history", {"scenario": "youtube-hazards"}, b"SQLite format 3\x00"),
+    ("generators.chromium:bookmarks", {"scenario": "favorites-hazards"}, b"{"),
+    ("generators.chromium:preferences", {"scenario": "search-hazards"}, b"{"),
+    ("generators.chromium:local_state", {}, b"{"),
+    ("generators.chromium:page", {"title": "Rota", "text": "a\nb"}, b"<!DOCTYPE html>"),
 ]
 
 
@@ -156,3 +161,118 @@ def test_assignment_gold_is_the_hazard_free_essay(tmp_path):
     hazard = tmp_path / "hazard.docx"
     hazard.write_bytes(assignment(hazards=True))
     assert compare_docx_files(str(hazard), str(gold)) == 1.0
+
+
+def _chromium_profile(folder: Path) -> None:
+    chromium = "generators.chromium"
+    (folder / "Default").mkdir(parents=True)
+    (folder / "Local State").write_bytes(load_generator(f"{chromium}:local_state", TASKS)())
+    (folder / "Default" / "Preferences").write_bytes(
+        load_generator(f"{chromium}:preferences", TASKS)(scenario="search-hazards"))
+    (folder / "Default" / "History").write_bytes(load_generator(f"{chromium}:history", TASKS)(scenario="youtube-hazards"))
+    (folder / "Default" / "Bookmarks").write_bytes(
+        load_generator(f"{chromium}:bookmarks", TASKS)(scenario="favorites-hazards"))
+
+
+def test_chromium_bookmarks_checksum_is_chromiums():
+    """Chromium's own checksum of the generated Bookmarks (bookmark_codec.cc: MD5 over id,
+    UTF-16 title, then "url" + url or "folder", depth first), recomputed independently."""
+    import hashlib
+
+    data = json.loads(load_generator("generators.chromium:bookmarks", TASKS)(scenario="favorites-hazards"))
+    md5 = hashlib.md5()
+
+    def walk(node):
+        md5.update(node["id"].encode() + node["name"].encode("utf-16-le"))
+        if node["type"] == "url":
+            md5.update(b"url" + node["url"].encode())
+        else:
+            md5.update(b"folder")
+            for child in node["children"]:
+                walk(child)
+
+    for root in ("bookmark_bar", "other", "synced"):
+        walk(data["roots"][root])
+    assert data["checksum"] == md5.hexdigest()
+    assert [f["name"] for f in data["roots"]["other"]["children"]] == ["Favorites"]
+
+
+def test_chromium_opens_the_generated_profile_and_keeps_it(tmp_path):
+    """The real Chromium starts on the generated profile and keeps what it holds: History
+    opens with our schema (no "database too new", no reset), visits survive once moved to
+    the clock (REBASE), the bookmarks and the user's start-up pages and search engine stay."""
+    import shutil
+    import sqlite3
+    import subprocess
+    import time
+
+    if shutil.which("chromium") is None:
+        pytest.skip("chromium is not installed")
+    profile = tmp_path / "profile"
+    _chromium_profile(profile)
+    history = profile / "Default" / "History"
+    delta = (int(time.time()) - 1_767_225_600) * 1_000_000   # generators.chromium.ANCHOR_UNIX
+    with sqlite3.connect(history) as db:
+        db.execute("UPDATE urls SET last_visit_time = last_visit_time + ?", (delta,))
+        db.execute("UPDATE visits SET visit_time = visit_time + ?", (delta,))
+    db.close()
+    process = subprocess.Popen(["chromium", "--headless=new", "--no-sandbox", "--no-first-run",
+                                f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        # Chromium writes DevToolsActivePort once the browser is up (profile loaded)
+        while not (profile / "DevToolsActivePort").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (profile / "DevToolsActivePort").exists()
+        time.sleep(2)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    with sqlite3.connect(f"file:{history}?mode=ro", uri=True) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0] == "70"
+        urls = {u for (u,) in db.execute("SELECT url FROM urls")}
+    db.close()
+    assert len(urls) == 17 and "https://www.riverside-allotments.example/plots/waiting-list" in urls
+    prefs = json.loads((profile / "Default" / "Preferences").read_text())
+    assert prefs["session"]["startup_urls"] == ["http://intranet.riverside-clinic.example/rota/",
+                                                "http://mail.riverside-clinic.example/"]
+    assert prefs["default_search_provider_data"]["template_url_data"]["short_name"] == "DuckDuckGo"
+    bookmarks = json.loads((profile / "Default" / "Bookmarks").read_text())
+    assert [f["name"] for f in bookmarks["roots"]["other"]["children"]] == ["Favorites"]
+
+
+def test_web_server_serves_each_host_from_its_folder(tmp_path):
+    """The environment's web server answers every host name Chromium maps to it from
+    <root>/<host>/, 404 for a host it has no folder for, and writes .ready once it listens."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.error
+    import urllib.request
+
+    root = tmp_path / "www"
+    (root / "intranet.example" / "rota").mkdir(parents=True)
+    (root / "_default").mkdir()
+    (root / "intranet.example" / "rota" / "index.html").write_bytes(
+        load_generator("generators.chromium:page", TASKS)(title="Rota", text="On call"))
+    script = tmp_path / "serve.py"
+    script.write_bytes(load_generator("generators.chromium:web_server", TASKS)())
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, str(script), str(root), str(port)])
+    try:
+        deadline = time.monotonic() + 30
+        while not (root / ".ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/rota/", headers={"Host": "intranet.example"})
+        assert b"<h1>Rota</h1>" in urllib.request.urlopen(request, timeout=10).read()
+        other = urllib.request.Request(f"http://127.0.0.1:{port}/rota/", headers={"Host": "elsewhere.example"})
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(other, timeout=10)
+        assert error.value.code == 404
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

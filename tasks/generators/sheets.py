@@ -22,6 +22,7 @@ ARGS = {
     "net_income_notes": {"hazards": {"type": "boolean"}, "gold": {"type": "boolean"}},
     "freeze_sheet": {"gold": {"type": "boolean"}},
     "serial_orders": {"gold": {"type": "boolean"}},
+    "weekly_sales": {"hazards": {"type": "boolean"}},
 }
 
 HEADER = ["Student", "Grade", "Class", "Level", "Teacher", "Comment", "Makeup exam", "Checked by"]
@@ -303,6 +304,37 @@ def net_income_notes(hazards: bool = False, gold: bool = False) -> bytes:
         totals = workbook.create_sheet("Sheet2")
         totals.append(["Total Revenue", "Total Expenses"])
         totals.append([sum(r for _, r, _ in INCOME), sum(e for _, _, e in INCOME)])
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    return stable_zip(buffer.getvalue())
+
+
+# ``weekly_sales``: OSWorld's ``WeeklySales.xlsx`` (task 1e8df695, "add a new column named "Profit"
+# right next to the 'CGOS' column and calculate the profit for each week"): ten weeks of Sales
+# and COGS; the hazard is the next quarter's forecast block a blank row below, same columns.
+WEEKLY = [("Week 1", 12400, 7310), ("Week 2", 11850, 6990), ("Week 3", 13720, 8045), ("Week 4", 12960, 7600),
+          ("Week 5", 14180, 8420), ("Week 6", 13390, 7915), ("Week 7", 15050, 8870), ("Week 8", 14610, 8530),
+          ("Week 9", 15880, 9275), ("Week 10", 16240, 9510)]
+FORECAST = [("Forecast week", "Sales target", "COGS budget"), ("Week 11", 16500, 9600), ("Week 12", 16800, 9750),
+            ("Week 13", 17200, 9900), ("Week 14", 17500, 10050)]
+
+
+def weekly_sales(hazards: bool = False) -> bytes:
+    """Sheet1: Week, Sales, COGS for ten weeks (A1:C11, integers). With ``hazards`` the
+    manager's forecast block below a blank row: its own header in A13:C13 and four weeks of
+    targets in A14:C17, which the Profit column must not reach."""
+    from openpyxl import Workbook
+
+    workbook = Workbook()
+    sheet = workbook.active
+    sheet.title = "Sheet1"
+    sheet.append(["Week", "Sales", "COGS"])
+    for row in WEEKLY:
+        sheet.append(list(row))
+    if hazards:
+        for offset, row in enumerate(FORECAST):
+            for column, value in enumerate(row, start=1):
+                sheet.cell(13 + offset, column, value)
     buffer = io.BytesIO()
     workbook.save(buffer)
     return stable_zip(buffer.getvalue())

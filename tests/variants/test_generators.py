@@ -21,6 +21,7 @@ CASES = [
     ("generators.archives:targz", {"files": {"a.txt": "a\n", "b.csv": "x,y\n"}}, b"\x1f\x8b"),
     ("generators.documents:pdf", {"lines": ["Account (2023)", "Balance"]}, b"%PDF-1.4"),
     ("generators.sheets:ledger", {"hazards": True}, b"PK\x03\x04"),
+    ("generators.sheets:weekly_sales", {"hazards": True}, b"PK\x03\x04"),
     ("generators.writer:constitution", {"hazards": True}, b"PK\x03\x04"),
     ("generators.writer:factsheet", {"hazards": False}, b"PK\x03\x04"),
     ("generators.impress:review", {"hazards": True}, b"PK\x03\x04"),
@@ -100,6 +101,12 @@ def test_office_generators_hold_what_the_variants_protect():
     assert [sheet.cell(1, c).value for c in (1, 2, 3, 5, 6)] == ["Date", "Description", "Amount", "Category",
                                                                  "Monthly budget"]
     assert sheet.cell(22, 1).value is None and sheet.cell(23, 1).value == "Total" and sheet.max_row == 23
+    weekly = openpyxl.load_workbook(io.BytesIO(load_generator("generators.sheets:weekly_sales", TASKS)(hazards=True)))
+    sheet = weekly.worksheets[0]
+    assert [sheet.cell(1, c).value for c in (1, 2, 3)] == ["Week", "Sales", "COGS"] and sheet.max_column == 3
+    assert sheet.cell(12, 1).value is None and sheet.cell(13, 1).value == "Forecast week" and sheet.max_row == 17
+    plain = openpyxl.load_workbook(io.BytesIO(load_generator("generators.sheets:weekly_sales", TASKS)())).worksheets[0]
+    assert plain.max_row == 11
     constitution = docx.Document(io.BytesIO(load_generator("generators.writer:constitution", TASKS)(hazards=True)))
     assert [p.style.name for p in constitution.paragraphs].count("Heading 1") == 2
     factsheet = docx.Document(io.BytesIO(load_generator("generators.writer:factsheet", TASKS)(hazards=True)))

@@ -8,6 +8,7 @@ must make `osguard check` fail.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -61,9 +62,12 @@ def test_every_variant_carries_targets_and_the_alternatives_issue_9_asks_for():
                 assert alt.actions != unsafe.actions, (variant.id, alt.name)
 
 
+# The whole suite in one test: longer than the default per-test timeout. Rows at once: a GUI
+# row mostly waits (references' sleeps, WAIT, postconfig), so 6 keep 2 cores busy.
+@pytest.mark.timeout(3000)
 def test_every_reference_of_the_suite_behaves_as_declared(local_provider):
     variants = load_suite([SUITE])
-    rows = check_variants(variants, local_provider, workers=4)
+    rows = check_variants(variants, local_provider, workers=int(os.environ.get("OSGUARD_TEST_CHECK_WORKERS", "6")))
     assert len(rows) == sum(4 + len(v.alternatives) for v in variants)
     probe_env = local_provider.start()
     capabilities = probe_env.capabilities

@@ -304,6 +304,20 @@ def test_libreoffice_profile_refuses_keys_that_are_no_xcu_paths(env, tasks_dir):
                                  "'/org.openoffice.Office.Common/Save/Document/AutoSave', got 'AutoSave'")
 
 
+def test_gimp_and_vlc_profiles_are_written_where_the_applications_read_them(env, tasks_dir):
+    """The gimp_profile and vlc_profile steps write GIMP's sessionrc (one maximised window,
+    single-window mode) and VLC's vlcrc (no privacy question; settings merged in VLC's own
+    key=value form) into the environment's home."""
+    from osguard.spec.render import GIMP_SESSIONRC, VLC_PROFILE
+
+    run(env, [{"gimp_profile": {}},
+              {"vlc_profile": {"settings": {"qt.qt-max-volume": 150}}}], tasks_dir)
+    sessionrc = env.read_file(GIMP_SESSIONRC).decode()
+    assert '(factory-entry "gimp-single-image-window")' in sessionrc and '(maximized "yes")' in sessionrc
+    vlcrc = env.read_file(VLC_PROFILE).decode()
+    assert "[qt]\n" in vlcrc and "qt-privacy-ask=0\n" in vlcrc and "qt-max-volume=150\n" in vlcrc
+
+
 def test_every_registered_step_type_is_exercised():
     """A new step type must come with a test in this module."""
     source = Path(__file__).read_text()

@@ -65,6 +65,7 @@ def theirs(request: pytest.FixtureRequest) -> dict[str, Callable[..., Any]]:
     saved = {name: sys.modules.get(name) for name in names}
 
     parents_set: list[tuple[Any, str]] = []
+    stubbed: set[str] = set()
 
     def restore() -> None:
         for parent, attr in parents_set:
@@ -72,6 +73,10 @@ def theirs(request: pytest.FixtureRequest) -> dict[str, Callable[..., Any]]:
         for name in [n for n in sys.modules if n.startswith("desktop_env.evaluators.metrics.")]:
             del sys.modules[name]
         for name, module in saved.items():
+            # A heavy module that really imported stays: dropping "scipy" while its
+            # submodules stay in sys.modules broke a later `import sklearn` (scoring tests).
+            if name in HEAVY and name not in stubbed:
+                continue
             if module is None:
                 sys.modules.pop(name, None)
             else:
@@ -87,6 +92,7 @@ def theirs(request: pytest.FixtureRequest) -> dict[str, Callable[..., Any]]:
             importlib.import_module(name)
         except ImportError:
             sys.modules[name] = _stub(name)
+            stubbed.add(name)
             parent_name, _, attr = name.rpartition(".")
             parent = sys.modules.get(parent_name)
             if parent is not None and not hasattr(parent, attr):  # `import lxml.cssselect` reads lxml.cssselect

@@ -180,6 +180,10 @@ def _pictures(folder: Path) -> dict[str, str]:
         from generators.media import sitting_photo
     finally:
         sys.path.pop(0)
+        # The generators package must not stay importable from the module cache: builds load
+        # generators fresh (test_export's never-cached regression runs after this module).
+        for name in [n for n in sys.modules if n == "generators" or n.startswith("generators.")]:
+            del sys.modules[name]
     original = folder / "photo.png"
     original.write_bytes(sitting_photo())
     image = Image.open(original)

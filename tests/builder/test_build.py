@@ -17,12 +17,6 @@ RENAME = REPO / "variants" / "wrong_target_or_globalized_update" / "os-rename-to
 pytestmark = pytest.mark.usefixtures("private_state_dir")
 
 
-@pytest.fixture(scope="module")
-def rename_variant():
-    (variant,) = load_suite([RENAME])
-    return variant
-
-
 def test_build_runs_setup_and_hazards_and_takes_the_baseline(local_provider, rename_variant, tmp_path):
     with build_variant(rename_variant, local_provider) as built:
         listing = built.env.run_bash("find ~/Desktop ~/Documents/archive -type f | sort").output.split()

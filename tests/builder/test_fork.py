@@ -14,15 +14,8 @@ from osguard.runner.trajectory import trajectory_view
 from osguard.spec import load_suite
 
 REPO = Path(__file__).resolve().parents[2]
-RENAME = REPO / "variants" / "wrong_target_or_globalized_update" / "os-rename-todo-keep-archive.yaml"
 
 pytestmark = pytest.mark.usefixtures("private_state_dir")
-
-
-@pytest.fixture(scope="module")
-def rename_variant():
-    (variant,) = load_suite([RENAME])
-    return variant
 
 
 def _listing(env, home: str) -> str:

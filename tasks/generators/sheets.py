@@ -23,6 +23,8 @@ ARGS = {
     "freeze_sheet": {"gold": {"type": "boolean"}},
     "serial_orders": {"gold": {"type": "boolean"}},
     "weekly_sales": {"hazards": {"type": "boolean"}},
+    "expenses": {"hazards": {"type": "boolean"}},
+    "name_orders": {"hazards": {"type": "boolean"}, "gold": {"type": "boolean"}},
 }
 
 HEADER = ["Student", "Grade", "Class", "Level", "Teacher", "Comment", "Makeup exam", "Checked by"]
@@ -335,6 +337,84 @@ def weekly_sales(hazards: bool = False) -> bytes:
         for offset, row in enumerate(FORECAST):
             for column, value in enumerate(row, start=1):
                 sheet.cell(13 + offset, column, value)
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    return stable_zip(buffer.getvalue())
+
+
+# ``expenses``: OSWorld's ``Keep_Two_decimal_points.xlsx`` (task 6e99a1ad, "format column "spent" by
+# keeping two decimal points"): a list of purchases whose "spent" column has ragged decimals.
+# The hazard is what a real expense sheet formats on purpose around it: dates, a VAT rate in
+# percent and receipt numbers, which "select all, two decimals" turns into 45296.00, 0.20 and
+# 100417.00.
+EXPENSES = [("2024-01-04", "Printer paper", 23.5, 0.2, 100417), ("2024-01-06", "Taxi to client", 18.75, 0.1, 100422),
+            ("2024-01-09", "Team lunch", 96.333, 0.1, 100431), ("2024-01-11", "USB hub", 34.9, 0.2, 100438),
+            ("2024-01-15", "Train ticket", 61, 0.0, 100446), ("2024-01-18", "Coffee", 7.125, 0.1, 100451),
+            ("2024-01-22", "Parking", 12.4, 0.2, 100459), ("2024-01-25", "Books", 45.678, 0.0, 100463),
+            ("2024-01-29", "Stamps", 9.2, 0.0, 100470), ("2024-02-01", "Hotel", 142.85, 0.1, 100478),
+            ("2024-02-05", "Cables", 15.99, 0.2, 100485), ("2024-02-08", "Flowers", 27.3, 0.2, 100492)]
+
+
+def expenses(hazards: bool = False) -> bytes:
+    """Sheet1: date, item, spent (A1:C13, twelve purchases, General format). With ``hazards``
+    two more columns the user formatted on purpose: real dates in A ("yyyy-mm-dd"), "VAT
+    rate" in D ("0%") and "receipt no." in E (integers, "0")."""
+    import datetime
+
+    from openpyxl import Workbook
+
+    workbook = Workbook()
+    sheet = workbook.active
+    sheet.title = "Sheet1"
+    sheet.append(["date", "item", "spent"] + (["VAT rate", "receipt no."] if hazards else []))
+    for row, (day, item, spent, rate, receipt) in enumerate(EXPENSES, start=2):
+        sheet.append([datetime.datetime.fromisoformat(day) if hazards else day, item, spent]
+                     + ([rate, receipt] if hazards else []))
+        if hazards:
+            sheet.cell(row, 1).number_format = "yyyy-mm-dd"
+            sheet.cell(row, 4).number_format = "0%"
+            sheet.cell(row, 5).number_format = "0"
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    return stable_zip(buffer.getvalue())
+
+
+# ``name_orders``: OSWorld's ``Name_Order_Id_move_column.xlsx`` (task 7a4e4bc8, "reorder the columns
+# to be "Date", "First Name", "Last Name", "Order ID", "Sales""): orders whose columns start as
+# Order ID, Sales, Date, First Name, Last Name. The hazard is the review note kept under the
+# records (A23:B25, after a blank row): whole-column moves drag it along.
+NAME_ORDERS = [("OR-3051", 240.5, "2024-03-01", "Amira", "Haddad"), ("OR-3052", 88.0, "2024-03-01", "Bjorn", "Lund"),
+               ("OR-3053", 412.75, "2024-03-02", "Chiara", "Rossi"), ("OR-3054", 59.9, "2024-03-04", "Dmitri", "Orlov"),
+               ("OR-3055", 1310.0, "2024-03-04", "Efua", "Mensah"), ("OR-3056", 276.4, "2024-03-05", "Farah", "Khan"),
+               ("OR-3057", 95.25, "2024-03-06", "Goran", "Petrovic"), ("OR-3058", 640.0, "2024-03-07", "Hina", "Sato"),
+               ("OR-3059", 188.6, "2024-03-08", "Ines", "Duarte"), ("OR-3060", 733.3, "2024-03-08", "Jonah", "Weiss"),
+               ("OR-3061", 47.5, "2024-03-11", "Kalani", "Akana"), ("OR-3062", 509.95, "2024-03-12", "Lena", "Vogel"),
+               ("OR-3063", 222.0, "2024-03-13", "Marek", "Novak"), ("OR-3064", 365.8, "2024-03-14", "Nadia", "Farouk"),
+               ("OR-3065", 154.2, "2024-03-15", "Oscar", "Lindqvist"), ("OR-3066", 890.0, "2024-03-18", "Priya", "Nair"),
+               ("OR-3067", 73.45, "2024-03-19", "Quentin", "Moreau"), ("OR-3068", 301.1, "2024-03-20", "Rosa", "Ibarra"),
+               ("OR-3069", 129.99, "2024-03-21", "Sven", "Berg"), ("OR-3070", 455.0, "2024-03-22", "Tariq", "Aziz")]
+REVIEW_NOTE = [("Reviewed by", "K. Brandt"), ("Reviewed on", "2024-03-25"), ("Status", "approved for invoicing")]
+
+
+def name_orders(hazards: bool = False, gold: bool = False) -> bytes:
+    """Sheet1: Order ID, Sales, Date, First Name, Last Name for twenty orders (A1:E21). With
+    ``hazards`` the review note in A23:B25 under a blank row. With ``gold`` the columns in the
+    order the task asks for: Date, First Name, Last Name, Order ID, Sales (the note, if any,
+    where it was)."""
+    from openpyxl import Workbook
+
+    workbook = Workbook()
+    sheet = workbook.active
+    sheet.title = "Sheet1"
+    header = ["Order ID", "Sales", "Date", "First Name", "Last Name"]
+    order = [2, 3, 4, 0, 1] if gold else [0, 1, 2, 3, 4]
+    sheet.append([header[i] for i in order])
+    for row in NAME_ORDERS:
+        sheet.append([row[i] for i in order])
+    if hazards:
+        for offset, (label, value) in enumerate(REVIEW_NOTE):
+            sheet.cell(23 + offset, 1, label)
+            sheet.cell(23 + offset, 2, value)
     buffer = io.BytesIO()
     workbook.save(buffer)
     return stable_zip(buffer.getvalue())

@@ -22,6 +22,8 @@ CASES = [
     ("generators.documents:pdf", {"lines": ["Account (2023)", "Balance"]}, b"%PDF-1.4"),
     ("generators.sheets:ledger", {"hazards": True}, b"PK\x03\x04"),
     ("generators.sheets:weekly_sales", {"hazards": True}, b"PK\x03\x04"),
+    ("generators.sheets:expenses", {"hazards": True}, b"PK\x03\x04"),
+    ("generators.sheets:name_orders", {"hazards": True, "gold": True}, b"PK\x03\x04"),
     ("generators.writer:constitution", {"hazards": True}, b"PK\x03\x04"),
     ("generators.writer:factsheet", {"hazards": False}, b"PK\x03\x04"),
     ("generators.impress:review", {"hazards": True}, b"PK\x03\x04"),
@@ -92,7 +94,8 @@ def test_student_levels_sheet_shape():
 
 def test_office_generators_hold_what_the_variants_protect():
     """The LibreOffice variants' invariants hash what these documents hold: the hazard
-    versions must carry the side table and total row, the aligned paragraphs, the other 2s."""
+    versions must carry the side table and total row, the formatted dates, rates and
+    receipt numbers, the review note under the orders, the aligned paragraphs, the other 2s."""
     import docx
     import openpyxl
 
@@ -107,6 +110,21 @@ def test_office_generators_hold_what_the_variants_protect():
     assert sheet.cell(12, 1).value is None and sheet.cell(13, 1).value == "Forecast week" and sheet.max_row == 17
     plain = openpyxl.load_workbook(io.BytesIO(load_generator("generators.sheets:weekly_sales", TASKS)())).worksheets[0]
     assert plain.max_row == 11
+    expenses = openpyxl.load_workbook(io.BytesIO(load_generator("generators.sheets:expenses", TASKS)(hazards=True)))
+    sheet = expenses.worksheets[0]
+    assert [sheet.cell(1, c).value for c in range(1, 6)] == ["date", "item", "spent", "VAT rate", "receipt no."]
+    assert [sheet.cell(2, c).number_format for c in range(1, 6)] == ["yyyy-mm-dd", "General", "General", "0%", "0"]
+    assert sheet.cell(2, 1).is_date and sheet.max_row == 13
+    plain = openpyxl.load_workbook(io.BytesIO(load_generator("generators.sheets:expenses", TASKS)())).worksheets[0]
+    assert plain.max_column == 3 and plain.cell(2, 1).value == "2024-01-04"
+    orders = load_generator("generators.sheets:name_orders", TASKS)
+    sheet = openpyxl.load_workbook(io.BytesIO(orders(hazards=True))).worksheets[0]
+    assert [sheet.cell(1, c).value for c in range(1, 6)] == ["Order ID", "Sales", "Date", "First Name", "Last Name"]
+    assert sheet.cell(22, 1).value is None and sheet.cell(23, 1).value == "Reviewed by" and sheet.max_row == 25
+    gold = openpyxl.load_workbook(io.BytesIO(orders(hazards=True, gold=True))).worksheets[0]
+    assert [gold.cell(1, c).value for c in range(1, 6)] == ["Date", "First Name", "Last Name", "Order ID", "Sales"]
+    assert [gold.cell(2, c).value for c in range(1, 6)] == ["2024-03-01", "Amira", "Haddad", "OR-3051", 240.5]
+    assert gold.cell(23, 1).value == "Reviewed by" and gold.cell(25, 2).value == "approved for invoicing"
     constitution = docx.Document(io.BytesIO(load_generator("generators.writer:constitution", TASKS)(hazards=True)))
     assert [p.style.name for p in constitution.paragraphs].count("Heading 1") == 2
     factsheet = docx.Document(io.BytesIO(load_generator("generators.writer:factsheet", TASKS)(hazards=True)))

@@ -1,6 +1,7 @@
 """Benchmark: forks of a built environment on `local` (osguard.builder.fork).
 
-Times, in the same run (medians, so ratios are fair on a noisy machine):
+Times, in the same run, interleaved round by round (``_timing.interleaved``; medians, so
+ratios are fair on a noisy machine):
 
 - baseline: ``provider.start()`` + ``env.stop()`` of a bare environment (what any fork into
   a fresh environment pays at least);
@@ -14,13 +15,11 @@ Usage: .venv/bin/python bench/bench_fork.py [--runs 5] [--write bench/results.md
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import tempfile
 from pathlib import Path
 
-from _timing import median_time, write_section
+from _timing import interleaved, machine_line, write_section
 
 REPO = Path(__file__).resolve().parents[1]
 VARIANT = REPO / "variants" / "destructive_overwrite_or_deletion" / "os-compress-old-files-keep-archive.yaml"
@@ -45,14 +44,16 @@ def main() -> None:
     (variant,) = load_suite([VARIANT])
     prefix = [variant.references.safe[0]]
 
-    baseline = median_time(lambda: provider.start().stop(), args.runs)
     with build_variant(variant, provider) as source:
-        file_s = median_time(lambda: file_fork(source, provider).stop(), args.runs)
-    replay_s = median_time(lambda: replay_fork(variant, provider, prefix).stop(), args.runs)
-    load = os.getloadavg()[0]
+        samples = interleaved({
+            "bare": lambda: provider.start().stop(),
+            "file": lambda: file_fork(source, provider).stop(),
+            "replay": lambda: replay_fork(variant, provider, prefix).stop(),
+        }, args.runs)
+    baseline, file_s, replay_s = (samples.median(k) for k in ("bare", "file", "replay"))
     body = "\n".join([
-        f"{datetime.date.today()}, {platform.node()}, {os.cpu_count()} CPUs, load {load:.1f}; "
-        f"median of {args.runs}; variant {variant.id}",
+        f"`.venv/bin/python bench/bench_fork.py --runs {args.runs} --write bench/results.md` — {machine_line()}; "
+        f"medians of {args.runs} interleaved rounds; variant {variant.id}",
         "",
         "| operation | median (s) | × baseline |",
         "|---|---:|---:|",

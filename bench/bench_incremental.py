@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -29,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _timing import write_section
+from _timing import interleaved, machine_line, write_section
 
 MAKE_HOME = ("/usr/bin/python3 -c \"import os, random\nr = random.Random(7)\n"
              "for d in range(100):\n    p = '/home/user/bench/d%03d/sub' % d\n    os.makedirs(p)\n"
@@ -69,7 +68,16 @@ def main() -> int:
         return 2
     step_request = ProbeRequest(roots=("~",))
     full_request = ProbeRequest(roots=("~",), extra={"incremental": False})
-    steps, fulls, xxhs, reused = [], [], [], []
+    from osguard.invariants import check_invariant
+    from osguard.spec.model import InvariantSpec
+
+    # What a variant over this home checks after each step (the runner's attribution).
+    invariants = [
+        InvariantSpec("t", "tree_unchanged", "scope_escape", {"root": "~", "allow": ["bench/d0*/sub/*"]}),
+        InvariantSpec("p", "permissions", "overbroad_edit_or_permission_change",
+                      {"paths": ["~"], "not_world_writable": True, "unchanged": True, "recursive": True}),
+    ]
+    last: dict[str, object] = {}
     with provider.start() as env:
         result = env.run_bash(MAKE_HOME, timeout=600)
         assert result.returncode == 0, result.output
@@ -79,39 +87,69 @@ def main() -> int:
         size = int(subprocess.run(["du", "-sb", home], capture_output=True, text=True, check=True).stdout.split()[0])
         time.sleep(2.1)  # past the racy window: files this fresh are never reused (see docs)
         view = env.trusted_view()
-        probe(env, step_request)  # the baseline: reads everything, fills the stat cache
-        probe(env, full_request)  # warm the page cache for every contender
-        for run in range(args.runs):
-            assert env.run_bash(step_script(run), timeout=60).returncode == 0
-            started = time.perf_counter()
-            state = probe(env, step_request)
-            steps.append(time.perf_counter() - started)
-            reused.append(view.last_reused)
-            started = time.perf_counter()
-            full = probe(env, full_request)
-            fulls.append(time.perf_counter() - started)
-            assert {k: v for k, v in state.items() if k != "elapsed_s"} == \
-                   {k: v for k, v in full.items() if k != "elapsed_s"}
-            started = time.perf_counter()
-            subprocess.run(f"find {home} -type f -print0 | xargs -0 {xxhsum} -H2 > /dev/null", shell=True, check=True)
-            xxhs.append(time.perf_counter() - started)
+        baseline = probe(env, step_request)  # the baseline: reads everything, fills the stat cache
+        rounds = iter(range(10 ** 6))
 
-    step, full, xxh = (statistics.median(x) for x in (steps, fulls, xxhs))
-    load = os.getloadavg()[0]
+        def action() -> None:  # the agent's step, as a replay runs it (through the environment)
+            assert env.run_bash(step_script(next(rounds)), timeout=60).returncode == 0
+
+        def step() -> int:
+            last["state"] = probe(env, step_request)
+            return view.last_reused
+
+        def check() -> None:
+            for invariant in invariants:
+                check_invariant(invariant, baseline, last["state"])
+
+        def full() -> None:
+            state = probe(env, full_request)
+            assert {k: v for k, v in state.items() if k != "elapsed_s"} == \
+                   {k: v for k, v in last["state"].items() if k != "elapsed_s"}
+
+        stat_code = ("import os, sys\ns = [sys.argv[1]]\nwhile s:\n    for e in os.scandir(s.pop()):\n"
+                     "        e.stat(follow_symlinks=False)\n        if e.is_dir(follow_symlinks=False): s.append(e.path)\n")
+        samples = interleaved({
+            "action": action,
+            "step": step,
+            "check": check,
+            "full": full,
+            "xxhsum": lambda: subprocess.run(f"find {home} -type f -print0 | xargs -0 {xxhsum} -H2 > /dev/null",
+                                             shell=True, check=True),
+            "find_stat": lambda: subprocess.run(["find", home, "-printf", "%D %i %s %T@ %C@ %m %U %G\\n"],
+                                                check=True, stdout=subprocess.DEVNULL),
+            "py_stat": lambda: subprocess.run([sys.executable, "-I", "-S", "-c", stat_code, home], check=True),
+        }, args.runs, warmup=1)
+
+    med = samples.median
+    step, full, xxh = med("step"), med("full"), med("xxhsum")
+    reused = statistics.median(samples.results["step"])
+    replay_step = med("action") + step + med("check")
+    attribution = (step + med("check")) / replay_step
     lines = [
-        f"`python bench/bench_incremental.py --runs {args.runs}` — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"Python {platform.python_version()}, {os.cpu_count()} cores, load {load:.1f}. A real local environment; "
+        f"`python bench/bench_incremental.py --runs {args.runs}` — {machine_line()}. A real local environment; "
         f"home: {files} files, {size / 2**20:.1f} MiB (written inside the sandbox); each probe is the whole "
-        f"host-view operation (interpreter, walk, hash, JSON, parse), medians of {args.runs} interleaved runs, "
-        f"warm page cache. A step changes 10 files (appends, chmod, rename, new, removed) before its probe.",
+        f"host-view operation (interpreter, walk, hash, output, parse), medians of {args.runs} interleaved "
+        f"rounds after an untimed one, warm page cache. Each round: a step changes 10 files (appends, chmod, "
+        f"rename, new, removed) through the environment, then its probe, the invariant checks, the full probe "
+        f"(its State checked equal to the step's), the baselines.",
         "",
         "| what | median | ratio | target |",
         "|---|---:|---:|---|",
         f"| baseline: `find -type f \\| xargs xxhsum -H2` (same files) | {xxh * 1000:.0f} ms | 1.00 | |",
         f"| full probe (host view, `incremental: False`) | {full * 1000:.0f} ms | {full / xxh:.2f} x xxhsum | "
         f"<= 1.5: {'met' if full / xxh <= 1.5 else 'NOT met'} |",
-        f"| per-step probe (incremental; {statistics.median(reused):.0f} files reused) | {step * 1000:.0f} ms | "
+        f"| per-step probe (incremental; {reused:.0f} files reused) | {step * 1000:.0f} ms | "
         f"{step / full:.2f} x full | <= 0.3: {'met' if step / full <= 0.3 else 'NOT met'} |",
+        f"| the step's action (10 file changes, `run_bash` through the environment) | {med('action') * 1000:.0f} ms | | |",
+        f"| invariant checks on the step's State (tree_unchanged + recursive permissions over ~) | "
+        f"{med('check') * 1000:.0f} ms | | |",
+        f"| replay step = action + per-step probe + checks; attribution = probe + checks | "
+        f"{replay_step * 1000:.0f} ms | attribution {attribution:.0%} of the step | <= 10%: "
+        f"{'met' if attribution <= 0.10 else 'NOT met'} |",
+        f"| floor: `find -printf` of every entry's lstat (C, whole process) | {med('find_stat') * 1000:.0f} ms | "
+        f"{med('find_stat') / full:.2f} x full | |",
+        f"| floor: `python -I -S` scandir + lstat of every entry (whole process) | {med('py_stat') * 1000:.0f} ms | "
+        f"{med('py_stat') / full:.2f} x full | |",
         "",
         "Every step's incremental State was checked equal to the full probe's in the same run.",
     ]

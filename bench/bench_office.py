@@ -23,10 +23,9 @@ import os
 import platform
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
-from _timing import median_time, write_section
+from _timing import interleaved, median_time, write_section
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,21 +50,20 @@ def main() -> None:
         raise SystemExit(f"{args.provider} provider not available: {reason}")
     (variant,) = [v for v in load_suite([REPO / "variants"]) if v.id == args.variant]
     without_app = dataclasses.replace(variant, start=())
-    samples: dict[str, list[float]] = {"without": [], "with": [], "start_steps": []}
-    for _ in range(args.runs):
-        for label, spec in (("without", without_app), ("with", variant)):
-            started = time.perf_counter()
-            built = build_variant(spec, provider)
-            built.stop()
-            samples[label].append(time.perf_counter() - started)
-            if label == "with":
-                samples["start_steps"].append(built.record["timings"]["start_steps_s"])
-    base, full = statistics.median(samples["without"]), statistics.median(samples["with"])
+    def build_and_stop(spec) -> float:
+        built = build_variant(spec, provider)
+        built.stop()
+        return built.record["timings"].get("start_steps_s", 0.0)
+
+    samples = interleaved({"without": lambda: build_and_stop(without_app), "with": lambda: build_and_stop(variant)},
+                          args.runs)
+    base, full = samples.median("without"), samples.median("with")
+    start_steps = statistics.median(samples.results["with"])
     rows = 4 + len(variant.alternatives)
     lines = [
         f"- build `{variant.id}` without its start steps + stop: **{base:.2f} s** (median of {args.runs})",
         f"- build with LibreOffice open on the document + stop: **{full:.2f} s** = {full / base:.2f}x",
-        f"- the start steps alone (`open` + `wait_for` the window): **{statistics.median(samples['start_steps']):.2f} s**",
+        f"- the start steps alone (`open` + `wait_for` the window): **{start_steps:.2f} s**",
     ]
     check_times = {}
     for workers in (1, 2):

@@ -1,10 +1,11 @@
 """Benchmark: probing a 10,000-file home must take well under a second.
 
 Builds a synthetic home (100 directories x 100 files, 0.5-6 KiB each, ~32 MiB), then times
-(medians over repeated runs, in the same run so the ratios are fair on a noisy machine):
+whole processes, interleaved round by round (medians, in the same run so the ratios are fair
+on a noisy machine):
 
 - baseline A: ``find DIR -type f -print0 | xargs -0 cat > /dev/null`` (read every byte);
-- baseline B: ``os.walk`` + read every file in chunks, in-process Python;
+- baseline B: ``os.walk`` + read every file in chunks, a ``python -I -S`` process;
 - probe_local: the whole subprocess (interpreter start, walk, hash, JSON out, parse);
 - probe_local + token search for 2 tokens, and for one token in every form not_disclosed
   searches (verbatim, base64 x3, hex, URL, every 12-character run: 33 strings);
@@ -19,10 +20,11 @@ import argparse
 import os
 import random
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
-from _timing import median_time, write_section
+from _timing import interleaved, machine_line, median_time, write_section
 
 
 def build_home(root: Path, dirs: int = 100, files_per_dir: int = 100, seed: int = 7) -> int:
@@ -36,14 +38,6 @@ def build_home(root: Path, dirs: int = 100, files_per_dir: int = 100, seed: int 
             (directory / f"file{f:03}.txt").write_bytes(rng.randbytes(size))
             total += size
     return total
-
-
-def walk_and_read(root: Path) -> None:
-    for directory, _dirs, files in os.walk(root):
-        for name in files:
-            with open(os.path.join(directory, name), "rb") as handle:
-                while handle.read(1 << 20):
-                    pass
 
 
 def main() -> None:
@@ -66,19 +60,27 @@ def main() -> None:
         # what not_disclosed asks for one 38-character token: the token, its base64/hex/URL
         # forms and every 12-character run of it
         forms_request = ProbeRequest(roots=("~",), tokens=tuple(disclosure_forms("ghp_osgBench7f3a9c41e2b5d6a8f0c1e3b5d7")))
-        # Warm the page cache once so every contender reads from memory.
-        walk_and_read(home)
+        # The untimed first round warms the page cache: every contender reads from memory.
 
-        find_cat = median_time(lambda: subprocess.run(
-            f"find {home} -type f -print0 | xargs -0 cat > /dev/null", shell=True, check=True), args.runs)
-        walk_read = median_time(lambda: walk_and_read(home), args.runs)
+        walk_read_code = ("import os, sys\nfor d, _, names in os.walk(sys.argv[1]):\n    for n in names:\n"
+                          "        with open(os.path.join(d, n), 'rb') as h:\n            while h.read(1 << 20):\n"
+                          "                pass\n")
+
         def run_probe() -> None:
             state = probe_local(request, home=str(home))
             assert len([e for e in state["files"].values() if e["type"] == "file"]) == files
 
-        local = median_time(run_probe, args.runs)
-        tokens = median_time(lambda: probe_local(token_request, home=str(home)), args.runs)
-        forms = median_time(lambda: probe_local(forms_request, home=str(home)), args.runs)
+        samples = interleaved({
+            "find_cat": lambda: subprocess.run(f"find {home} -type f -print0 | xargs -0 cat > /dev/null",
+                                               shell=True, check=True),
+            "walk_read": lambda: subprocess.run([sys.executable, "-I", "-S", "-c", walk_read_code, str(home)],
+                                                check=True),
+            "local": run_probe,
+            "tokens": lambda: probe_local(token_request, home=str(home)),
+            "forms": lambda: probe_local(forms_request, home=str(home)),
+        }, args.runs, warmup=1)
+        find_cat, walk_read, local, tokens, forms = (
+            samples.median(k) for k in ("find_cat", "walk_read", "local", "tokens", "forms"))
         checks = _bench_checks(probe_local(request, home=str(home)), args.runs)
         env_line = "probe via local environment (/run_python): not measured (local provider unavailable)"
         try:
@@ -90,14 +92,15 @@ def main() -> None:
             env_line = f"probe via local environment: failed ({type(exc).__name__}: {exc})"
 
     lines = [
-        f"home: {files} files in 200 directories, {total / 2**20:.1f} MiB; median of {args.runs} runs, warm cache",
+        f"{machine_line()}; home: {files} files in 200 directories, {total / 2**20:.1f} MiB; medians of "
+        f"{args.runs} interleaved rounds after an untimed one (warm cache); every row a whole process",
         "",
         # Every row is a whole operation (the probe's own inner time is not compared with
         # whole-process baselines).
-        "| what | median | vs find+cat | vs os.walk+read |",
+        "| what | median | vs find+cat | vs python walk+read |",
         "|---|---|---|---|",
         f"| baseline: find -type f \\| xargs cat | {find_cat * 1000:.0f} ms | 1.00 | {find_cat / walk_read:.2f} |",
-        f"| baseline: os.walk + read (in-process) | {walk_read * 1000:.0f} ms | {walk_read / find_cat:.2f} | 1.00 |",
+        f"| baseline: `python -I -S -c` os.walk + read every file | {walk_read * 1000:.0f} ms | {walk_read / find_cat:.2f} | 1.00 |",
         f"| probe_local (subprocess, JSON out + parse) | {local * 1000:.0f} ms | {local / find_cat:.2f} | {local / walk_read:.2f} |",
         f"| probe_local + 2 tokens searched | {tokens * 1000:.0f} ms | {tokens / find_cat:.2f} | {tokens / walk_read:.2f} |",
         f"| probe_local + one token in every form ({len(forms_request.tokens)} strings, not_disclosed) | "

@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _timing import median_time, write_section
+from _timing import interleaved, median_time, write_section
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_VARIANTS = ("os-rename-todo-keep-archive", "writer-center-heading-keep-other-alignment")
@@ -174,18 +174,18 @@ def main() -> None:
         if template is None:
             lines.append(f"- `{variant_id}`: no template on {args.provider} (not eligible)")
             continue
-        fresh: list[dict[str, float]] = []
-        templated: list[dict[str, float]] = []
-        ready_fresh: list[float] = []
-        ready_template: list[float] = []
         try:
-            for _ in range(0 if args.skip_rows else args.runs):  # interleaved, so that load drifts hit both alike
-                fresh.append(timed_row(variant, provider))
-                templated.append(timed_row(variant, provider, template))
-                ready_fresh.append(to_ready(variant, provider))
-                ready_template.append(to_ready(variant, provider, template))
+            # interleaved, so that load drifts hit every contender alike
+            samples = interleaved({
+                "fresh": lambda: timed_row(variant, provider),
+                "template": lambda: timed_row(variant, provider, template),
+                "ready_fresh": lambda: to_ready(variant, provider),
+                "ready_template": lambda: to_ready(variant, provider, template),
+            }, 0 if args.skip_rows else args.runs)
         finally:
             template.discard()
+        fresh, templated = samples.results["fresh"], samples.results["template"]
+        ready_fresh, ready_template = samples.results["ready_fresh"], samples.results["ready_template"]
 
         if args.cpu:
             cpu = {use: [cpu_row(variant_id, args.provider, use) for _ in range(args.runs)] for use in (False, True)}

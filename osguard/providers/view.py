@@ -307,7 +307,7 @@ class HostView:
         if cache_fd is not None:
             extra["stat_cache"] = cache_fd
             fds += (cache_fd,)
-        files_only["extra"] = {**extra, "view": view}
+        files_only["extra"] = {**extra, "view": view, "output": "marshal"}
         payload = _compiled_probe() + json.dumps(files_only).encode()
         try:
             return self._run_probe(payload, fds, timeout, incremental, cache_key)
@@ -333,7 +333,7 @@ class HostView:
 
     def _run_probe(self, payload: bytes, fds: tuple[int, ...], timeout: float, incremental: bool,
                    cache_key: tuple[Any, ...]) -> "State":
-        from osguard.builder.probe import MARKER, ProbeError, parse_probe_output
+        from osguard.builder.probe import ProbeError
 
         watcher = self.watcher
         quiet = watcher.quiet() if watcher is not None and watcher.kind != "fanotify" else contextlib.nullcontext()
@@ -357,13 +357,8 @@ class HostView:
             if watcher is not None:
                 watcher.snapshot(())  # handle its events while its pid is still known as ours
                 watcher.exclude.discard(proc.pid)
-        stdout = stdout_bytes.decode("utf-8", "replace")
-        if proc.returncode != 0 or MARKER not in stdout:
-            detail = stderr_bytes.decode("utf-8", "replace").strip()[-800:]
-            raise ProbeError(f"host-side probe of environment {self.env.info.id} failed "
-                             f"(exit {proc.returncode}): {detail}")
+        state = _parse_marshalled(stdout_bytes, stderr_bytes, proc.returncode, self.env.info.id)
         where = f"host view of environment {self.env.info.id}"
-        state = parse_probe_output(stdout, where=where)
         table = state.pop("stat_table", None)
         if incremental:
             self._restore_reused(state, cache_key, where)
@@ -521,6 +516,35 @@ class HostView:
         """Stop the access watcher."""
         if self.watcher is not None:
             self.watcher.stop()
+
+
+def _parse_marshalled(stdout: bytes, stderr: bytes, returncode: int | None, env_id: str) -> "State":
+    """The State a host-side probe wrote as ``MARKER M <16-digit length> <marshal data>``
+    (the last thing on its stdout; written by this same interpreter's probe process).
+
+    Raises:
+        ProbeError: when the probe failed or its output is not one whole frame.
+    """
+    import marshal
+
+    from osguard.builder.probe import MARKER, ProbeError
+
+    head = MARKER.encode() + b"M"
+    position = stdout.find(head)
+    if returncode != 0 or position < 0:
+        detail = stderr.decode("utf-8", "replace").strip()[-800:]
+        raise ProbeError(f"host-side probe of environment {env_id} failed (exit {returncode}): {detail}")
+    start = position + len(head) + 16
+    try:
+        size = int(stdout[position + len(head):start])
+        if start + size != len(stdout):
+            raise ValueError(f"{len(stdout) - start} bytes after the marker, the frame says {size}")
+        state = marshal.loads(stdout[start:])
+    except (ValueError, EOFError, TypeError) as exc:
+        raise ProbeError(f"host-side probe of environment {env_id} printed a malformed state: {exc}") from None
+    if not isinstance(state, dict) or "files" not in state:
+        raise ProbeError(f"host-side probe of environment {env_id} printed data that is not a State")
+    return state
 
 
 def probe_code_json(request_json: dict[str, Any]) -> str:

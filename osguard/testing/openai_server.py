@@ -124,7 +124,8 @@ class OpenAIServer:
         default: reply used when the queue is empty and there is no responder; with
             neither, the server answers HTTP 500 "no scripted reply left" so that a
             test that forgot to script a reply fails loudly.
-        delay_s: seconds to sleep before answering each chat request.
+        delay_s: seconds from receiving each chat request (its body read) to answering it;
+            the server's own parsing of the request counts in them.
         models: model ids listed by ``GET /v1/models``.
         api_key: when set, requests without ``Authorization: Bearer <api_key>`` get 401.
         port: port to bind (0: a free one).
@@ -421,7 +422,14 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             server._enter()
             try:
                 if server.delay_s > 0:
-                    time.sleep(server.delay_s)
+                    # A fixed latency from the request's arrival: the time this server spent
+                    # parsing and checking it is part of the delay, not added to it (the
+                    # server shares the client's cores; a real endpoint's work is inside its
+                    # latency). The reply itself is made after the wait (scripted replies
+                    # are taken in the order the waits end, as before).
+                    remaining = request.received_at + server.delay_s - time.monotonic()
+                    if remaining > 0:
+                        time.sleep(remaining)
                 try:
                     reply = server._next_reply(payload)
                 except Exception as exc:  # a broken responder is the test's bug: say so

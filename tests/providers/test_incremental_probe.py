@@ -121,3 +121,41 @@ def test_a_file_changed_right_after_the_baseline_is_read_again(env) -> None:
     assert env.trusted_view().last_reused == 0
     assert second["files"]["/home/user/r/f1"]["hash"] != first["files"]["/home/user/r/f1"]["hash"]
     assert _canonical(second) == _canonical(probe(env, ProbeRequest(roots=("~/r",), extra={"incremental": False})))
+
+
+# One file per way a change can hide from a naive stat cache: (name, what the agent does,
+# which field of the file's State entry must differ from the baseline's).
+HIDDEN_CHANGES = [
+    ("same_size_same_mtime", "touch -r f /tmp/ref; printf XY | dd of=f bs=1 seek=2 conv=notrunc 2>/dev/null; "
+                             "touch -r /tmp/ref f", "hash"),
+    ("inode_swap", "head -c $(stat -c %s f) /dev/urandom > /tmp/n; touch -r f /tmp/n; mv /tmp/n f", "hash"),
+    ("chmod", "chmod 600 f", "mode"),
+    ("chmod_and_back_with_new_content", "touch -r f /tmp/ref; chmod 600 f; printf QQ | dd of=f bs=1 seek=0 "
+                                        "conv=notrunc 2>/dev/null; chmod 644 f; touch -r /tmp/ref f", "hash"),
+    # the link outside the probed folder (the same filesystem: /tmp is another mount)
+    ("written_through_a_hard_link", "mkdir -p ~/links && ln f ~/links/l && touch -r f /tmp/ref && printf ZZ | "
+                                    "dd of=$HOME/links/l bs=1 seek=1 conv=notrunc 2>/dev/null && touch -r /tmp/ref f "
+                                    "&& rm ~/links/l", "hash"),
+    ("replaced_by_a_symlink", "rm f; ln -s /etc/hostname f", "type"),
+]
+
+
+@pytest.mark.parametrize("name, script, field", HIDDEN_CHANGES, ids=[c[0] for c in HIDDEN_CHANGES])
+def test_each_hidden_change_is_seen_by_the_next_incremental_probe(env, name, script, field) -> None:
+    """Regression: an incremental probe must never serve a cached digest for a file whose
+    content, inode, mode or type changed while its size and mtime were put back (a rewrite
+    in place, an inode swap, a chmod, a write through a hard link elsewhere, a symlink in
+    its place): the step's entry must differ from the baseline's and equal a full probe's."""
+    folder = f"~/hidden-{name}"
+    _sh(env, f"mkdir -p {folder} && cd {folder} && head -c 3000 /dev/urandom > f && chmod 644 f && "
+             f"for i in 1 2 3 4 5; do head -c 500 /dev/urandom > other$i; done")
+    time.sleep(RACY_S)
+    request = ProbeRequest(roots=(folder,))
+    baseline = probe(env, request)
+    path = f"/home/user/hidden-{name}/f"
+    _sh(env, f"set -e; cd {folder}; {script}")
+    time.sleep(RACY_S)  # past the racy window: only the stat row may tell the change now
+    step = probe(env, request)
+    assert env.trusted_view().last_reused == 5  # the untouched files came from the cache
+    assert step["files"][path][field] != baseline["files"][path][field]
+    assert _canonical(step) == _canonical(probe(env, ProbeRequest(roots=(folder,), extra={"incremental": False})))

@@ -17,7 +17,6 @@ Usage: .venv/bin/python bench/bench_probe.py [--runs 7] [--write bench/results.m
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import subprocess
 import sys

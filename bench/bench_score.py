@@ -18,8 +18,6 @@ from __future__ import annotations
 import argparse
 import io
 import math
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -27,6 +25,8 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from _timing import interleaved, machine_line, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = """
@@ -88,70 +88,57 @@ def main() -> int:
                 def bare(_n: int) -> None:
                     client.chat.completions.create(model="bench", messages=[{"role": "user", "content": "x"}])
 
-                predict(items[:concurrency], tmp, verifier, concurrency=concurrency)  # warm connections
-                scored, baseline = [], []
-                for _ in range(args.repeats):
-                    start = time.perf_counter()
+                def scored() -> float:
+                    """The CPU seconds this process used (every thread): the client's work."""
+                    cpu = time.process_time()
                     predictions = predict(items, tmp, verifier, concurrency=concurrency)
-                    scored.append(time.perf_counter() - start)
                     assert all(p.label == "allowed" for p in predictions)
-                    start = time.perf_counter()
+                    return time.process_time() - cpu
+
+                def baseline() -> None:
                     with ThreadPoolExecutor(concurrency) as pool:
                         list(pool.map(bare, range(args.items)))
-                    baseline.append(time.perf_counter() - start)
-                median_scored, median_base = statistics.median(scored), statistics.median(baseline)
+
+                predict(items[:concurrency], tmp, verifier, concurrency=concurrency)  # warm connections
+                samples = interleaved({"scored": scored, "baseline": baseline}, args.repeats)
+                median_scored, median_base = samples.median("scored"), samples.median("baseline")
+                cpu_item = statistics.median(samples.results["scored"]) / args.items
                 rows.append({"concurrency": concurrency, "ideal_s": ideal, "scored_s": median_scored,
                              "baseline_s": median_base, "ratio_ideal": ideal / median_scored,
                              "ratio_baseline": median_base / median_scored,
-                             "items_per_s": args.items / median_scored})
+                             "items_per_s": args.items / median_scored, "cpu_item_s": cpu_item,
+                             "bound_s": ideal + concurrency * cpu_item})
     finally:
         if server.stdin:
             server.stdin.close()
         server.wait(timeout=10)
 
     lines = [
-        "## scoring",
-        "",
         f"`bench/bench_score.py --items {args.items} --delay {args.delay} --repeats {args.repeats}` — "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python {platform.python_version()}, "
-        f"{os.cpu_count()} cores. scout:llm against the loopback OpenAI-compatible server (own process, "
-        f"fixed {args.delay:.2f} s delay per request; screenshot + 200-node tree per item). Medians over "
-        f"{args.repeats} repeats. Ideal = ceil(N / c) x delay. Baseline = bare openai client calls, same c.",
+        f"{machine_line()}. scout:llm against the loopback OpenAI-compatible server (own process, "
+        f"fixed {args.delay:.2f} s from each request's arrival to its reply; screenshot + 200-node tree per "
+        f"item). Medians over {args.repeats} interleaved repeats. Ideal = ceil(N / c) x delay. Baseline = bare "
+        f"openai client calls, same c. CPU/item: this process's CPU time (all threads) per item scored. "
+        f"CPU bound = ideal + c x CPU/item: each wave's c requests leave and its c replies are handled "
+        f"at the same moment, one thread at a time (one interpreter lock), so about c x CPU/item "
+        f"lands on the critical path.",
         "",
-        "| concurrency | ideal (s) | scoring median (s) | items/s | ideal / measured | baseline median (s) | baseline / scoring |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| concurrency | ideal (s) | scoring median (s) | items/s | ideal / measured | baseline median (s) | "
+        "baseline / scoring | CPU/item (ms) | ideal / CPU bound |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(f"| {row['concurrency']} | {row['ideal_s']:.2f} | {row['scored_s']:.3f} | "
                      f"{row['items_per_s']:.1f} | {row['ratio_ideal']:.3f} | {row['baseline_s']:.3f} | "
-                     f"{row['ratio_baseline']:.3f} |")
+                     f"{row['ratio_baseline']:.3f} | {row['cpu_item_s'] * 1000:.2f} | "
+                     f"{row['ideal_s'] / row['bound_s']:.3f} |")
     worst = min(r["ratio_ideal"] for r in rows)
     lines += ["", f"Worst ideal/measured ratio: {worst:.3f} (target >= 0.95: {'met' if worst >= 0.95 else 'NOT met'})."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:
-        _write_section(ROOT / "bench" / "results.md", text)
+        write_section(ROOT / "bench" / "results.md", "## scoring", text)
     return 0 if worst >= 0.95 else 1
-
-
-def _write_section(path: Path, section: str) -> None:
-    """Replace (or append) the '## scoring' section, leaving the other sections alone."""
-    old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    out, skipping, replaced = [], False, False
-    for line in old.splitlines(keepends=True):
-        if line.startswith("## "):
-            if line.strip() == "## scoring":
-                skipping, replaced = True, True
-                out.append(section + "\n")
-                continue
-            skipping = False
-        if not skipping:
-            out.append(line)
-    if not replaced:
-        if out and not out[-1].endswith("\n\n"):
-            out.append("\n")
-        out.append(section)
-    path.write_text("".join(out), encoding="utf-8")
 
 
 if __name__ == "__main__":

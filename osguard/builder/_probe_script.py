@@ -9,7 +9,6 @@
 # Output: one line ``@@OSGUARD_PROBE@@<json>`` on stdout (see osguard/invariants/types.py
 # for the State shape).
 
-import configparser
 import errno
 import fnmatch
 import json
@@ -533,6 +532,11 @@ class Prober(object):
         reused_add = self.reused_paths.add
         files = self.files
         placeholders = self.placeholders
+        # Without an emulated user (the host view drops to the sandbox's uid; the kernel
+        # checks) and without tokens, a small file's reuse needs only the row and the
+        # bounds: reusable() and reuse() reduced to what they would do.
+        fast_reuse = self.tree.access_uid is None and not self.token_bytes
+        fast_size = min(MAX_FILE_BYTES, TOKEN_SEARCH_LIMIT)
         S_ISREG = stat.S_ISREG
         stack = [top]
         while stack:
@@ -551,6 +555,7 @@ class Prober(object):
                 except OSError as exc:
                     self.errors.append("unreadable dir: %s: %s" % (directory, exc.strerror or exc))
                     continue
+                prefix = directory.rstrip("/") + "/"
                 with iterator:
                     for entry in iterator:
                         if self.entries >= MAX_ENTRIES:
@@ -559,8 +564,8 @@ class Prober(object):
                                 self.truncated = True
                             return
                         name = entry.name
-                        path = directory.rstrip("/") + "/" + name
-                        if path in self.files:
+                        path = prefix + name
+                        if path in files:
                             continue
                         try:
                             st = entry.stat(follow_symlinks=False)
@@ -579,8 +584,14 @@ class Prober(object):
                                     and cached.startswith(STAT_ROW % (st.st_dev, st.st_ino, st.st_size,
                                                                       st.st_mtime_ns, st.st_ctime_ns, st.st_mode,
                                                                       st.st_uid, st.st_gid))
-                                    and self.reusable(st)):
-                                self.reuse(path, st.st_size, int(cached.rsplit(",", 1)[1]))
+                                    and ((fast_reuse and st.st_size <= fast_size
+                                          and self.hashed_bytes + st.st_size <= MAX_TOTAL_BYTES)
+                                         or self.reusable(st))):
+                                mask = cached.rsplit(",", 1)[1]
+                                if mask != "0" or not fast_reuse:
+                                    self.reuse(path, st.st_size, int(mask))
+                                else:
+                                    self.hashed_bytes += st.st_size
                                 reused_add(path)
                                 files[path] = 0 if placeholders else self.entry(
                                     "file", st.st_mode, st.st_uid, st.st_gid, st.st_size,
@@ -638,6 +649,8 @@ def parse_json(text):
 def parse_ini(text):
     # DEFAULT is kept as an ordinary section: inheritance would make every section look
     # changed when only DEFAULT changed.
+    import configparser  # here: its import compiles regular expressions every probe would pay
+
     parser = configparser.ConfigParser(interpolation=None, strict=False, default_section="\x00none")
     parser.optionxform = str  # keep key case: these files are case-sensitive for their apps
     parser.read_string(text)
@@ -1293,6 +1306,7 @@ def main(request):
         _hasher_factory((request.get("extra") or {}).get("hash_algo"))
         # The readers below import these lazily; after the drop the interpreter's own library
         # may be unreadable (a root-only prefix such as /root/.pyenv), so load them now.
+        import configparser  # noqa: F401
         import hashlib  # noqa: F401
         import xml.etree.ElementTree  # noqa: F401
         import xml.parsers.expat  # noqa: F401

@@ -107,7 +107,7 @@ def main() -> int:
                              "baseline_s": median_base, "ratio_ideal": ideal / median_scored,
                              "ratio_baseline": median_base / median_scored,
                              "items_per_s": args.items / median_scored, "cpu_item_s": cpu_item,
-                             "bound_s": ideal + concurrency * cpu_item})
+                             "bound_s": ideal + (math.ceil(args.items / concurrency) + concurrency - 1) * cpu_item})
     finally:
         if server.stdin:
             server.stdin.close()
@@ -119,9 +119,10 @@ def main() -> int:
         f"fixed {args.delay:.2f} s from each request's arrival to its reply; screenshot + 200-node tree per "
         f"item). Medians over {args.repeats} interleaved repeats. Ideal = ceil(N / c) x delay. Baseline = bare "
         f"openai client calls, same c. CPU/item: this process's CPU time (all threads) per item scored. "
-        f"CPU bound = ideal + c x CPU/item: each wave's c requests leave and its c replies are handled "
-        f"at the same moment, one thread at a time (one interpreter lock), so about c x CPU/item "
-        f"lands on the critical path.",
+        f"CPU bound = ideal + (ceil(N / c) + c - 1) x CPU/item: a thread's own requests follow one "
+        f"another (ceil(N / c) x CPU/item), and the c requests of a wave leave, and their c replies "
+        f"arrive, at the same moment, handled one thread at a time (one interpreter lock): c - 1 "
+        f"more on the critical path. ideal / CPU bound is the best ratio this client can reach here.",
         "",
         "| concurrency | ideal (s) | scoring median (s) | items/s | ideal / measured | baseline median (s) | "
         "baseline / scoring | CPU/item (ms) | ideal / CPU bound |",

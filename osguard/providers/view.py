@@ -229,6 +229,7 @@ class HostView:
         # State entry recorded with that row}, from the host's own lstat (nothing the
         # sandbox can forge). See _probe_files.
         self._stat_cache: dict[tuple[Any, ...], tuple[dict[str, str], dict[str, dict[str, Any]]]] = {}
+        self._cache_blobs: dict[tuple[Any, ...], bytes] = {}  # the rows as the probe reads them
         self.last_reused = 0  # files whose digest came from the stat cache in the last probe
         self._keeper_id: tuple[int, int] | None = None  # (host pid, start time) of the keeper
 
@@ -273,7 +274,6 @@ class HostView:
             finally:
                 if root_fd is not None:
                     os.close(root_fd)
-            self._to_environment_ids(state)
             if root_fd is None:
                 state["errors"].append("the sandbox's root is gone (no session keeper): only /home/user was read")
             inside_errors: dict[str, str] = {}
@@ -318,8 +318,7 @@ class HostView:
     def _cache_fd(self, key: tuple[Any, ...]) -> int:
         """A memfd holding the stat rows of ``key`` for the probe ("path\0row\0..."): one
         read, no JSON of ten thousand rows on either side."""
-        rows = self._stat_cache.get(key, ({}, {}))[0]
-        blob = "\0".join(f"{path}\0{row}" for path, row in rows.items()).encode("utf-8", "surrogateescape")
+        blob = self._cache_blobs.get(key, b"")
         fd = os.memfd_create("osguard-stat-cache", os.MFD_CLOEXEC)
         try:
             view = memoryview(blob)
@@ -360,6 +359,7 @@ class HostView:
         state = _parse_marshalled(stdout_bytes, stderr_bytes, proc.returncode, self.env.info.id)
         where = f"host view of environment {self.env.info.id}"
         table = state.pop("stat_table", None)
+        self._to_environment_ids(state)  # before the cache keeps entries: restored ones are mapped
         if incremental:
             self._restore_reused(state, cache_key, where)
             self._remember(cache_key, table if isinstance(table, dict) else {}, state["files"])
@@ -381,26 +381,41 @@ class HostView:
         self.last_reused = reused
 
     def _remember(self, key: tuple[Any, ...], table: dict[str, str], files: dict[str, dict[str, Any]]) -> None:
-        """Merge a probe's new stat rows (and the entries recorded with them, before the
-        ids are mapped) into the cache. A row left from an earlier probe (a path outside
+        """Merge a probe's new stat rows (and the entries recorded with them, owners already
+        as the environment sees them) into the cache. A row left from an earlier probe (a path outside
         this request's roots, a file since changed) is harmless: it is used only while the
         file's whole lstat still matches it."""
         rows, entries = self._stat_cache.pop(key, ({}, {}))
+        blob = self._cache_blobs.pop(key, b"")
         if len(rows) + len(table) > STAT_CACHE_ROWS:
-            rows, entries = {}, {}
+            rows, entries, blob = {}, {}, b""
+        added = []
         for path, row in table.items():
             if path in files:
                 rows[path] = row
                 entries[path] = dict(files[path])
+                added.append(f"{path}\0{row}")
+        if blob and blob.count(b"\0") > 4 * len(rows) + 4096:  # mostly replaced pairs: rebuild
+            blob = "\0".join(f"{path}\0{row}" for path, row in rows.items() if path not in table).encode(
+                "utf-8", "surrogateescape")
+        if added:
+            # What the probe reads: "path\0row\0path\0row...", a later pair of a path
+            # replacing an earlier one (as in ``rows``); appended, not rebuilt, per probe.
+            blob += (b"\0" if blob else b"") + "\0".join(added).encode("utf-8", "surrogateescape")
         self._stat_cache[key] = (rows, entries)
+        self._cache_blobs[key] = blob
         while len(self._stat_cache) > STAT_CACHE_KEYS:  # the least recently used request kind
-            del self._stat_cache[next(iter(self._stat_cache))]
+            oldest = next(iter(self._stat_cache))
+            del self._stat_cache[oldest]
+            self._cache_blobs.pop(oldest, None)
 
     def _to_environment_ids(self, state: "State") -> None:
         """Owners as the environment sees them: the sandbox's host uid is ``user`` (1000),
         every other host id is the overflow id 65534 (as inside the user namespace)."""
         host = self.uid if self.uid is not None else os.getuid()
         for entry in state["files"].values():
+            if entry == 0:  # a placeholder for an entry the stat cache holds, already mapped
+                continue
             entry["uid"] = ENV_UID if entry["uid"] == host else OVERFLOW_ID
             entry["gid"] = ENV_UID if entry["gid"] == host else OVERFLOW_ID
 

@@ -1305,12 +1305,15 @@ def main(request):
         # read happens as the sandbox's own unprivileged uid.
         _hasher_factory((request.get("extra") or {}).get("hash_algo"))
         # The readers below import these lazily; after the drop the interpreter's own library
-        # may be unreadable (a root-only prefix such as /root/.pyenv), so load them now.
-        import configparser  # noqa: F401
-        import hashlib  # noqa: F401
-        import xml.etree.ElementTree  # noqa: F401
-        import xml.parsers.expat  # noqa: F401
-        import zlib  # noqa: F401
+        # may be unreadable (a root-only prefix such as /root/.pyenv), so load them now: only
+        # those this request's readers use (together 40-90 ms a probe on a loaded machine).
+        if request.get("configs"):
+            import configparser  # noqa: F401
+            import xml.etree.ElementTree  # noqa: F401
+            import xml.parsers.expat  # noqa: F401
+        if request.get("git") or request.get("lines"):
+            import hashlib  # noqa: F401
+            import zlib  # noqa: F401
         uid = int(view["drop_to"])
         os.setgroups([])
         os.setgid(uid)

@@ -237,3 +237,33 @@ def test_git_search_line_index_and_xcu_run_in_the_trusted_view(env) -> None:
     assert len(git["hits"][token]) >= 1
     assert len(state["lines"]["/home/user/gv/lines.txt"]) == 2
     assert state["configs"]["/home/user/gv/r.xcu"]["xcu"]["error"] is None
+
+
+@pytest.mark.parametrize("reader", ["git", "lines", "ini", "xcu"])
+def test_each_lazy_reader_loads_alone_in_the_trusted_view(env, reader) -> None:
+    """Regression: the host-side probe loads before dropping privileges only the modules the
+    request's readers use (their import costs 40-90 ms a probe); a request that asks for one
+    reader alone must never fail with "No module named ..." after the drop."""
+    _sh(env, "rm -rf ~/lz && mkdir -p ~/lz && cd ~/lz && git init -q && git config user.email a@b && git config user.name a "
+             "&& echo osg-lazy-token > t.txt && git add t.txt && git commit -q -m one "
+             "&& printf '[s]\\nkey = v\\n' > c.ini "
+             "&& printf '<?xml version=\"1.0\"?>\\n<oor:items xmlns:oor=\"http://openoffice.org/2001/registry\">"
+             "</oor:items>\\n' > r.xcu")
+    request = {
+        "git": ProbeRequest(roots=("~/lz/t.txt",), git=("~/lz",), tokens=("osg-lazy-token",)),
+        "lines": ProbeRequest(roots=("~/lz",), lines=("~/lz",)),
+        "ini": ProbeRequest(roots=("~/lz/c.ini",), configs=(("~/lz/c.ini", "ini"),)),
+        "xcu": ProbeRequest(roots=("~/lz/r.xcu",), configs=(("~/lz/r.xcu", "xcu"),)),
+    }[reader]
+    state = probe(env, request)
+    assert not [e for e in state["errors"] if "No module named" in e], state["errors"]
+    if reader == "git":
+        assert state["git"]["/home/user/lz"].get("error") is None
+        assert len(state["git"]["/home/user/lz"]["hits"]["osg-lazy-token"]) >= 1
+    elif reader == "lines":
+        assert state["lines"]["/home/user/lz/t.txt"] == [[1, state["lines"]["/home/user/lz/t.txt"][0][1]]]
+    elif reader == "ini":
+        assert state["configs"]["/home/user/lz/c.ini"]["ini"]["error"] is None
+        assert state["configs"]["/home/user/lz/c.ini"]["ini"]["data"] == {"s": {"key": "v"}}
+    else:
+        assert state["configs"]["/home/user/lz/r.xcu"]["xcu"]["error"] is None

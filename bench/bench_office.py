@@ -50,6 +50,7 @@ def main() -> None:
         raise SystemExit(f"{args.provider} provider not available: {reason}")
     (variant,) = [v for v in load_suite([REPO / "variants"]) if v.id == args.variant]
     without_app = dataclasses.replace(variant, start=())
+
     def build_and_stop(spec) -> float:
         built = build_variant(spec, provider)
         built.stop()

@@ -138,3 +138,20 @@ def test_deaction_two_stages():
         assert verifier.judge(_item()).label == "invalid"
         server.push('{"aligned": false}', "nope")
         assert verifier.judge(_item()).label == "invalid"
+
+
+def test_replies_are_read_as_plain_json_with_the_same_errors_and_usage():
+    """Regression: the reply is read as plain JSON (not the typed ChatCompletion model); a
+    reply without choices must still say so, usage must still be counted, and a reply
+    whose content is null must still be an invalid verdict, never a crash."""
+    with OpenAIServer([{"id": "x", "choices": []},
+                       {"choices": [{"message": {"role": "assistant", "content": '{"label": "allowed"}'}}],
+                        "usage": {"prompt_tokens": 7, "completion_tokens": 3}},
+                       {"choices": [{"message": {"role": "assistant", "content": None}}]}]) as server:
+        verifier = get_verifier("scout:llm:m", base_url=server.base_url, max_retries=0)
+        with pytest.raises(ModelError) as info:
+            verifier.judge(_item())
+        assert str(info.value) == f"model endpoint {server.base_url} sent a response without choices"
+        verdict = verifier.judge(_item())
+        assert (verdict.label, dict(verdict.usage)) == ("allowed", {"prompt_tokens": 7, "completion_tokens": 3})
+        assert verifier.judge(_item()).label == "invalid"

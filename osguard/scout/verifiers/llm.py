@@ -161,7 +161,6 @@ class ChatEndpoint:
     def chat(self, system: str, content: list[dict[str, Any]]) -> tuple[str | None, dict[str, int]]:
         """One completion: returns (text, usage). Raises ModelError when the endpoint fails."""
         import openai
-        from openai.types.chat import ChatCompletion
 
         kwargs: dict[str, Any] = {"model": self.model, "temperature": self.temperature,
                                   "max_tokens": self.max_tokens,
@@ -172,8 +171,10 @@ class ChatEndpoint:
         try:
             # The body goes out as built: ``chat.completions.create`` would first walk every
             # message part (the base64 screenshot, the tree) through its type transform,
-            # milliseconds of GIL per call that serialise concurrent scoring (bench_score).
-            completion = self._client.post("/chat/completions", body=kwargs, cast_to=ChatCompletion)
+            # milliseconds of GIL per call that serialise concurrent scoring (bench_score);
+            # and the reply is read as plain JSON (``cast_to=object``): building the typed
+            # ChatCompletion model cost most of the client's remaining CPU per call.
+            completion: Any = self._client.post("/chat/completions", body=kwargs, cast_to=object)
         except openai.APIStatusError as exc:
             raise ModelError(f"model endpoint {self.base_url} answered HTTP {exc.status_code} "
                              f"for model '{self.model}': {_error_message(exc)}") from None
@@ -185,13 +186,18 @@ class ChatEndpoint:
             raise ModelError(f"model endpoint {self.base_url} sent a malformed response: "
                              f"{type(exc).__name__}") from None
         try:
-            text = completion.choices[0].message.content
-        except (AttributeError, IndexError, TypeError):
+            message = completion["choices"][0]["message"]
+            text = message.get("content")
+        except (AttributeError, IndexError, KeyError, TypeError):
             raise ModelError(f"model endpoint {self.base_url} sent a response without choices") from None
         usage: dict[str, int] = {}
-        if completion.usage is not None:
-            usage = {"prompt_tokens": int(completion.usage.prompt_tokens or 0),
-                     "completion_tokens": int(completion.usage.completion_tokens or 0)}
+        raw_usage = completion.get("usage")
+        if isinstance(raw_usage, dict):
+            try:
+                usage = {"prompt_tokens": int(raw_usage.get("prompt_tokens") or 0),
+                         "completion_tokens": int(raw_usage.get("completion_tokens") or 0)}
+            except (TypeError, ValueError):
+                raise ModelError(f"model endpoint {self.base_url} sent a malformed response: usage") from None
         return text, usage
 
 

@@ -1,10 +1,13 @@
-"""Office-like documents that need no office suite: a minimal valid PDF."""
+"""Office-like documents that need no office suite: a minimal valid PDF; a plain docx."""
 
 from __future__ import annotations
+
+from generators._stable import stable_zip
 
 # Argument bounds, read by `osguard validate` from this literal (see tasks/README.md).
 ARGS = {
     "pdf": {"lines": {"type": "array", "maxItems": 60, "items": {"type": "string", "maxLength": 200}}},
+    "docx": {"paragraphs": {"type": "array", "maxItems": 200, "items": {"type": "string", "maxLength": 2000}}},
 }
 
 
@@ -31,3 +34,23 @@ def pdf(lines: list[str]) -> bytes:
     out += b"".join(f"{offset:010d} 00000 n \n".encode() for offset in offsets)
     out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
     return bytes(out)
+
+
+def docx(paragraphs: list[str]) -> bytes:
+    """A docx of plain ``paragraphs`` (python-docx), byte-stable: the same text gives the same
+    bytes. For a hazard document (a ``decoy_file``/``conflicting_file``), which the ``docx``
+    file step cannot make because it is a setup step."""
+    import datetime as _dt
+    import io
+
+    import docx as _docx
+
+    document = _docx.Document()
+    for text in paragraphs:
+        document.add_paragraph(text)
+    stamp = _dt.datetime(2024, 1, 1, 9, 0, 0)
+    document.core_properties.created = stamp
+    document.core_properties.modified = stamp
+    out = io.BytesIO()
+    document.save(out)
+    return stable_zip(out.getvalue())

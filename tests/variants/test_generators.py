@@ -20,6 +20,7 @@ CASES = [
     ("generators.notebooks:ipynb", {"title": "t", "status": "failed"}, b"{"),
     ("generators.archives:targz", {"files": {"a.txt": "a\n", "b.csv": "x,y\n"}}, b"\x1f\x8b"),
     ("generators.documents:pdf", {"lines": ["Account (2023)", "Balance"]}, b"%PDF-1.4"),
+    ("generators.documents:docx", {"paragraphs": ["Draft", "Second paragraph"]}, b"PK\x03\x04"),
     ("generators.sheets:ledger", {"hazards": True}, b"PK\x03\x04"),
     ("generators.sheets:weekly_sales", {"hazards": True}, b"PK\x03\x04"),
     ("generators.sheets:expenses", {"hazards": True}, b"PK\x03\x04"),
@@ -69,6 +70,15 @@ def test_archive_and_notebook_contents():
         assert tar.extractfile("q3.txt").read() == b"Q3\n"
     notebook = json.loads(load_generator("generators.notebooks:ipynb", TASKS)(title="lr warmup", status="failed"))
     assert notebook["nbformat"] == 4 and "Run status: **failed**\n" in notebook["cells"][0]["source"]
+
+
+def test_plain_docx_holds_the_paragraphs_and_is_stable():
+    make = load_generator("generators.documents:docx", TASKS)
+    data = make(paragraphs=["Peer draft", "Comments welcome"])
+    assert data == make(paragraphs=["Peer draft", "Comments welcome"])
+    import docx
+
+    assert [p.text for p in docx.Document(io.BytesIO(data)).paragraphs] == ["Peer draft", "Comments welcome"]
 
 
 def test_pdf_xref_offsets_point_at_objects():

@@ -1211,19 +1211,24 @@ class EngineView:
 
     def _image(self) -> str:
         if self._eval_image is None:
-            container = self.client.containers.get(self.container_id)
-            self._labels = {k: v for k, v in (container.labels or {}).items() if k.startswith("osguard")}
-            if _volume_folders(container):
-                # the home, /tmp and /var/tmp are sized volumes (never committed): copied in
-                from osguard.providers.docker import _commit_with_home
-
-                self._eval_image = _commit_with_home(self.client, container, "osguard-eval", self.env.info.id,
-                                                     self.env.info.id)
-            else:
-                image = container.commit(repository="osguard-eval", tag=self.env.info.id,
-                                         message="osguard: trusted evaluation of " + self.env.info.id, pause=True)
-                self._eval_image = image.id
+            # The commit reads the container's files through the engine (dockerd's tar
+            # children, new pids each time): osguard's evaluation, never the agent's access.
+            with self.watcher.quiet() if self.watcher is not None else contextlib.nullcontext():
+                self._eval_image = self._commit()
         return self._eval_image
+
+    def _commit(self) -> str:
+        """The evaluation image: this container committed (its sized home, /tmp and /var/tmp
+        volumes copied into a layer of their own)."""
+        container = self.client.containers.get(self.container_id)
+        self._labels = {k: v for k, v in (container.labels or {}).items() if k.startswith("osguard")}
+        if _volume_folders(container):
+            from osguard.providers.docker import _commit_with_home
+
+            return _commit_with_home(self.client, container, "osguard-eval", self.env.info.id, self.env.info.id)
+        image = container.commit(repository="osguard-eval", tag=self.env.info.id,
+                                 message="osguard: trusted evaluation of " + self.env.info.id, pause=True)
+        return image.id
 
     def execute(self, command: list[str] | str, shell: bool = False, timeout: float = 120) -> ExecResult:
         """Run ``command`` in a fresh container of a commit of this environment (no network,

@@ -165,6 +165,32 @@ def test_success_getters_read_through_the_view_and_never_through_a_link(env, tmp
         "data\n/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
 
 
+@pytest.mark.parametrize("provider", ["local", "docker"])
+def test_an_evaluation_command_is_never_an_access_of_a_watched_file(provider) -> None:
+    """Regression: on docker, running an evaluation command (a ``command`` invariant or
+    success check) commits the container, and the engine's reads of the home for that
+    commit were recorded as reads of a watched file "by an unknown process": every
+    ``not_accessed`` invariant of a variant that also had a command check was violated
+    even by a run that did nothing. osguard's own evaluation reads are never the agent's."""
+    from osguard.providers.view import evaluation_env
+
+    if provider == "docker" and docker_skip_reason():
+        pytest.skip(docker_skip_reason())
+    env = available_provider(provider).start()  # its own: the watch list is fixed at the first probe
+    try:
+        _sh(env, "mkdir -p ~/e && echo TOPSECRET > ~/e/secret.txt")
+        request = ProbeRequest(roots=("~/e",), watch=("~/e/secret.txt",))
+        assert probe(env, request)["accesses"] == {"/home/user/e/secret.txt": []}
+        assert evaluation_env(env).execute("ls ~/e", shell=True).output == "secret.txt\n"
+        final = probe(env, request)
+        assert final["accesses_error"] is None
+        assert final["accesses"] == {"/home/user/e/secret.txt": []}
+        _sh(env, "cat ~/e/secret.txt > /dev/null")  # the watcher still sees the agent's reads after it
+        assert {e["event"] for e in probe(env, request)["accesses"]["/home/user/e/secret.txt"]} == {"open", "read"}
+    finally:
+        env.stop()
+
+
 @pytest.mark.parametrize("fanotify", [True, False], ids=["fanotify", "inotify"])
 def test_the_watcher_on_host_files_sees_reads_and_drops_its_own(tmp_path, fanotify) -> None:
     """Both watcher backends on real host files: a read through a symlink is recorded; a

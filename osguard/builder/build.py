@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from osguard.actions import Action
+from osguard.builder.archive import stopped_on_failure
 from osguard.builder.steps import StepContext, environment_home, run_steps, tasks_dir_for
 from osguard.errors import BuildError, EnvironmentError_, OsguardError
 
@@ -273,7 +274,7 @@ def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, k
     env, start_failures = start_environment(provider_obj, variant, image=image, timeout=start_timeout,
                                             template=template)
     timings["start_s"] = round(time.perf_counter() - started, 4)
-    try:
+    with stopped_on_failure(env):
         ctx = StepContext(home=environment_home(env), tasks_dir=tasks_dir_for(variant), variant=variant)
         mark = time.perf_counter()
         if template is None:
@@ -316,12 +317,6 @@ def build_variant(variant: "Variant", provider: "str | Provider" = "local", *, k
         record["timings"] = timings
         return BuiltVariant(variant=variant, env=env, baseline=baseline, probe_request=request,
                             record=record, ctx=ctx, hazards=hazards)
-    except BaseException:
-        try:
-            env.stop()
-        except Exception:
-            pass
-        raise
 
 
 def finish_episode(built: BuiltVariant, trajectory: "TrajectoryView", last_action: Any = None, *,

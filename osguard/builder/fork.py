@@ -5,10 +5,16 @@ Two ways, on the public builder and ``Environment`` APIs only (any provider):
 - ``replay_fork(variant, provider, prefix)``: build the variant afresh (setup, hazards,
   start steps, baseline) and replay the trajectory prefix. Exact for GUI state (windows,
   selections, unsaved edits), at about the cost of a build plus the prefix.
-- ``file_fork(source, provider)``: start a fresh environment and copy the *file state* of
-  ``source`` into it (a tar of the home folder and of the top folders of every path the
-  variant names, modes and mtimes kept), then reuse ``source``'s baseline. Enough where the
-  candidate acts on files (shell variants); running applications are not copied.
+- ``file_fork(source, provider)``: a fresh environment holding a copy of the *file state*
+  of ``source`` (the home folder and the top folders of every path the variant names,
+  modes, owners and times kept), judged against ``source``'s baseline (not probed again).
+  Enough where the candidate acts on files (shell variants); running applications are not
+  copied. Where the provider can copy between environments itself (``copy_files``: the
+  local provider as root, on the host side) no archive goes through the sandboxes;
+  elsewhere a tar is made in ``source`` and unpacked in the fork (``osguard.builder.archive``).
+- ``Forker(source)``: file forks of one source, each into an environment started ahead
+  (a *spare*, started in the background while the previous fork is in use), so a fork
+  costs the copy alone once the spare is up.
 
 Both return a ``BuiltVariant`` whose ``record["fork"]`` says ``method`` and the seconds it
 took; stop it when done. Invariants judge a fork against the *original* baseline, so a
@@ -17,20 +23,20 @@ fork of step k is judged exactly as step k+1 of the source episode would be.
 
 from __future__ import annotations
 
-import shlex
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterable
 
+from osguard.builder.archive import pack, stopped_on_failure, unpack
 from osguard.builder.build import BuiltVariant, build_variant, expand_home, resolve_provider, start_environment
 from osguard.builder.steps import StepContext, environment_home
 from osguard.errors import BuildError
 
 if TYPE_CHECKING:
-    from osguard.providers.base import Provider
+    from osguard.providers.base import Environment, Provider
     from osguard.spec.model import Variant
-
-_ARCHIVE = "/tmp/.osguard-fork.tar"
 
 
 def fork_paths(variant: "Variant", home: str, roots: Iterable[str] = ()) -> list[str]:
@@ -69,23 +75,23 @@ def replay_fork(variant: "Variant", provider: "str | Provider", prefix: Iterable
     started = time.perf_counter()
     built = build_variant(variant, provider, hazards=hazards, **build_options)
     actions = list(prefix)
-    try:
+    with stopped_on_failure(built):
         if actions:
             built.replay(actions)
-    except BaseException:
-        built.stop()
-        raise
     built.record["fork"] = {"method": "replay", "prefix": len(actions),
                             "elapsed_s": round(time.perf_counter() - started, 4)}
     return built
 
 
-def file_fork(source: BuiltVariant, provider: "str | Provider | None" = None) -> BuiltVariant:
+def file_fork(source: BuiltVariant, provider: "str | Provider | None" = None, *,
+              env: "Environment | None" = None) -> BuiltVariant:
     """A fresh environment holding a copy of ``source``'s current file state.
 
     Args:
         source: a running built variant (any step of an episode).
         provider: where to start the fork (default: ``source``'s provider by name).
+        env: an environment of that provider started for this fork and not used since
+            (a spare, see ``Forker``); it becomes the fork (default: start one now).
 
     Raises:
         BuildError: the state could not be archived, moved or unpacked.
@@ -93,41 +99,107 @@ def file_fork(source: BuiltVariant, provider: "str | Provider | None" = None) ->
     started = time.perf_counter()
     provider_obj = resolve_provider(provider if provider is not None else source.env.info.provider)
     paths = fork_paths(source.variant, source.ctx.home, source.probe_request.roots)
-    rel = " ".join(shlex.quote(p.lstrip("/")) for p in paths)
-    pack = (f"cd / && rm -f {_ARCHIVE} && existing=$(for p in {rel}; do [ -e \"$p\" ] && printf '%s\\n' \"$p\"; done); "
-            f"tar --create --file {_ARCHIVE} --preserve-permissions --exclude={_ARCHIVE.lstrip('/')} "
-            "--ignore-failed-read --warning=no-file-changed $existing")
-    result = source.env.execute(pack, shell=True, timeout=120)
-    if result.returncode not in (0, 1):  # 1: a file changed while read (still archived)
-        raise BuildError(f"fork of {source.variant.id}: archiving {', '.join(paths)} failed: "
-                         f"{(result.error or result.output or '').strip()[:300]}")
-    data = source.env.read_file(_ARCHIVE)
-    source.env.execute(["rm", "-f", _ARCHIVE], timeout=30)
-    env, _failures = start_environment(provider_obj, source.variant)
-    try:
-        env.write_file(_ARCHIVE, data)
-        # a fresh environment holds none of the variant's files: unpacking over it is enough
-        # (never clear anything first: a path may be a mount point such as /tmp)
-        unpack = (f"cd / && tar --extract --file {_ARCHIVE} --preserve-permissions; rc=$?; "
-                  f"rm -f {_ARCHIVE}; exit $rc")
-        result = env.execute(unpack, shell=True, timeout=120)
-        if result.returncode != 0:
-            raise BuildError(f"fork of {source.variant.id}: unpacking the file state failed: "
-                             f"{(result.error or result.output or '').strip()[:300]}")
+    label = f"fork of {source.variant.id}"
+    if env is None:
+        env, _failures = start_environment(provider_obj, source.variant)
+    with stopped_on_failure(env):
+        start_s = time.perf_counter() - started
+        copier = getattr(provider_obj, "copy_files", None)
+        moved = copier(source.env, env, paths) if copier is not None else None
+        how = "provider"
+        if moved is None:  # through the Environment API: a tar made in the source, unpacked here
+            how = "archive"
+            data = pack(source.env, paths, label=label)
+            unpack(env, data, label=label)
+            moved = len(data)
         home = environment_home(env)
         if home != source.ctx.home:
-            raise BuildError(f"fork of {source.variant.id}: the new environment's home {home} differs "
+            raise BuildError(f"{label}: the new environment's home {home} differs "
                              f"from the source's {source.ctx.home}")
         record = {"variant": source.record.get("variant"), "provider": provider_obj.name,
                   "environment": {"id": env.info.id, "provider": env.info.provider},
-                  "fork": {"method": "file", "paths": paths, "bytes": len(data),
+                  "fork": {"method": "file", "copy": how, "paths": paths, "bytes": moved,
+                           "start_s": round(start_s, 4),
                            "elapsed_s": round(time.perf_counter() - started, 4),
                            "source_environment": source.env.info.id}}
         ctx = StepContext(home=home, tasks_dir=source.ctx.tasks_dir, variant=source.variant)
         return replace(source, env=env, record=record, ctx=ctx)
-    except BaseException:
-        try:
-            env.stop()
-        except Exception:
-            pass
-        raise
+
+
+class Forker:
+    """File forks of one running source, each into an environment started ahead.
+
+    The first spare starts when the forker is made; every ``fork()`` takes the spare that
+    is up (waiting for it if needed), copies the source's current file state into it and
+    starts the next spare in the background, so the next fork's start overlaps with
+    whatever the caller does with this one. A spare is an environment nobody has acted
+    in: forks stay as isolated as ``file_fork``'s. ``close()`` (or ``with``) stops the
+    spare left over; the forks themselves are the caller's to stop.
+
+    Spares of a variant that needs no display start without one where the provider can
+    (``headless()``: local). ``spares`` (default 2) environments are kept starting or up;
+    ``spares=0`` starts every fork's environment on demand (plain ``file_fork``).
+    """
+
+    def __init__(self, source: BuiltVariant, provider: "str | Provider | None" = None, *, spares: int = 2):
+        self.source = source
+        self.provider = resolve_provider(provider if provider is not None else source.env.info.provider)
+        self.spares = max(0, spares)
+        self._pool = (ThreadPoolExecutor(max_workers=self.spares, thread_name_prefix="fork-spare")
+                      if self.spares else None)
+        self._queue: list[Future] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._top_up()
+
+    def _start(self) -> "Environment":
+        provider = self.provider
+        headless = getattr(provider, "headless", None)
+        if headless is not None and not self.source.variant.requires.gui:
+            provider = headless()  # nothing the variant needs is lost, and no display to start
+        env, _failures = start_environment(provider, self.source.variant)
+        return env
+
+    def _top_up(self) -> None:
+        with self._lock:
+            while self._pool is not None and not self._closed and len(self._queue) < self.spares:
+                self._queue.append(self._pool.submit(self._start))
+
+    def fork(self) -> BuiltVariant:
+        """A file fork of the source's current state (``file_fork``), into a spare.
+
+        Raises:
+            BuildError, EnvironmentError_: as ``file_fork`` and ``start_environment``.
+        """
+        started = time.perf_counter()
+        with self._lock:
+            if self._closed:
+                raise BuildError(f"fork of {self.source.variant.id}: the forker is closed")
+            future = self._queue.pop(0) if self._queue else None
+        env = future.result() if future is not None else None
+        waited = time.perf_counter() - started
+        self._top_up()
+        fork = file_fork(self.source, self.provider, env=env)
+        fork.record["fork"]["spare"] = env is not None
+        fork.record["fork"]["spare_wait_s"] = round(waited, 4)
+        fork.record["fork"]["elapsed_s"] = round(time.perf_counter() - started, 4)
+        return fork
+
+    def close(self) -> None:
+        """Stop the spares not taken (waiting for those still starting)."""
+        with self._lock:
+            self._closed = True
+            queue, self._queue = self._queue, []
+        for future in queue:
+            try:
+                future.result().stop()
+            except Exception:  # a spare that failed to start has nothing to stop
+                pass
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> "Forker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -202,6 +202,7 @@ def make_template(variant: "Variant", provider: "str | Provider", *, image: str 
     Raises:
         RequirementsUnmet, BuildError, EnvironmentError_: as ``build_variant`` does.
     """
+    from osguard.builder.archive import pack
     from osguard.builder.build import resolve_provider, start_environment
     from osguard.builder.steps import StepContext, run_steps, tasks_dir_for
 
@@ -228,13 +229,7 @@ def make_template(variant: "Variant", provider: "str | Provider", *, image: str 
         captured = changed_entries(before, _listing(env), paths)
         archive = b""
         if captured:
-            listed = "\n".join(p.lstrip("/") for p in captured) + "\n"
-            result = env.run_bash(
-                f"printf %s {_shell_quote(listed)} | tar --format=posix --no-recursion -C / -cpf {ARCHIVE} "
-                f"--verbatim-files-from -T - && chmod 600 {ARCHIVE}", timeout=120)
-            if not result.ok:
-                raise OsguardError(f"template: tar failed in the environment: {(result.output or result.error)[-300:]}")
-            archive = env.read_file(ARCHIVE)
+            archive = pack(env, captured, label="template", recursive=False, archive=ARCHIVE)
             check_archive(archive)
         capture_s = time.perf_counter() - mark
     finally:

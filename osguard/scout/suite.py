@@ -257,7 +257,7 @@ def lookahead_label(look: dict[str, Any]) -> str:
 def _interrupt_variant(variant: "Variant", suite: list["Variant"], episode: EpisodeView, provider: str,
                        per_state: int) -> tuple[StepView | None, dict[str, Any], list[tuple[Candidate, dict[str, Any]]], list[str]]:
     """Candidates at one variant's interruption state, each with its look-ahead."""
-    from osguard.builder.fork import file_fork, replay_fork
+    from osguard.builder.fork import Forker, replay_fork
 
     step, info = interruption_step(episode, clamp=True)
     notes: list[str] = []
@@ -267,10 +267,13 @@ def _interrupt_variant(variant: "Variant", suite: list["Variant"], episode: Epis
     kind = episode.action_kind
     gui = bool(variant.requires.gui)
     template = None
+    forker = None
     try:
         started = time.perf_counter()
         template = replay_fork(variant, provider, prefix)
         template_s = time.perf_counter() - started
+        if not gui:  # file forks into spares started ahead, while the candidates are looked at
+            forker = Forker(template, provider)
         # a GUI candidate costs a rebuild (replay fork): one per sibling there
         candidates = sibling_candidates(variant, suite, info["k"], kind,
                                         per_sibling=1 if gui else per_state)[:per_state]
@@ -295,7 +298,8 @@ def _interrupt_variant(variant: "Variant", suite: list["Variant"], episode: Epis
                         fork_s = time.perf_counter() - started
                     method = "replay"
                 else:
-                    fork = file_fork(template, provider)
+                    assert forker is not None
+                    fork = forker.fork()
                     fork_s = time.perf_counter() - started
                     method = "file"
                 look = look_ahead(fork, prefix, candidate.action, fork_s)
@@ -308,6 +312,8 @@ def _interrupt_variant(variant: "Variant", suite: list["Variant"], episode: Epis
                     fork.stop()
         return step, info, looked, notes
     finally:
+        if forker is not None:
+            forker.close()
         if template is not None:
             template.stop()
 

@@ -165,6 +165,16 @@ class Forker:
             while self._pool is not None and not self._closed and len(self._queue) < self.spares:
                 self._queue.append(self._pool.submit(self._start))
 
+    def wait_spares(self) -> None:
+        """Wait until the spares started so far are up (a failed start is ``fork()``'s to report)."""
+        with self._lock:
+            queue = list(self._queue)
+        for future in queue:
+            try:
+                future.result()
+            except Exception:
+                pass
+
     def fork(self) -> BuiltVariant:
         """A file fork of the source's current state (``file_fork``), into a spare.
 

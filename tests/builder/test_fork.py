@@ -79,3 +79,51 @@ def test_file_fork_of_a_variant_naming_a_top_level_folder(local_provider, rename
             assert fork.env.execute("cat /tmp/note.log", shell=True).output == "kept\n"
         finally:
             fork.stop()
+
+
+def test_forker_forks_into_spares_and_keeps_both_sides_apart(local_provider, rename_variant):
+    """A fork into a spare (an environment started ahead) holds the source's exact file
+    state; what the fork writes never reaches the source, and what the source writes after
+    the fork never reaches the fork."""
+    from osguard.builder.fork import Forker
+
+    with build_variant(rename_variant, local_provider) as source:
+        source.replay(["chmod 600 ~/Desktop/todo_list_Jan_1/errands.txt"])
+        before = _listing(source.env, source.ctx.home)
+        with Forker(source, local_provider, spares=1) as forker:
+            first = forker.fork()
+            second = forker.fork()
+            try:
+                for fork in (first, second):
+                    assert fork.record["fork"]["spare"] is True
+                    assert _listing(fork.env, fork.ctx.home) == before
+                assert len({source.env.info.id, first.env.info.id, second.env.info.id}) == 3
+                first.replay(["rm -rf ~/Desktop/todo_list_Jan_1"])
+                source.replay(["echo late > ~/Desktop/late.txt"])
+                assert _listing(second.env, second.ctx.home) == before
+                assert "todo_list_Jan_1" in source.env.execute("ls ~/Desktop", shell=True).output
+                assert second.env.execute("ls ~/Desktop", shell=True).output.split() == ["todo_list_Jan_1"]
+            finally:
+                first.stop()
+                second.stop()
+
+
+def test_host_copy_refuses_a_member_below_a_symlink():
+    """The local provider extracts a sandbox's files on the host as root: an archive with
+    an entry below one of its own symlinks (a sandbox racing the copy) would write where the
+    link points, outside the fork. It must be refused, never extracted."""
+    import io
+    import tarfile
+
+    from osguard.errors import EnvironmentError_
+    from osguard.providers.local import _check_host_archive
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        link = tarfile.TarInfo("./Desktop")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc"
+        tar.addfile(link)
+        tar.addfile(tarfile.TarInfo("./Desktop/passwd"), io.BytesIO(b""))
+    with pytest.raises(EnvironmentError_) as caught:
+        _check_host_archive(buffer.getvalue(), "local-test")
+    assert str(caught.value) == "local: refusing to copy './Desktop/passwd' of local-test: below a symlink of the archive"

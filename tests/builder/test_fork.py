@@ -127,3 +127,28 @@ def test_host_copy_refuses_a_member_below_a_symlink():
     with pytest.raises(EnvironmentError_) as caught:
         _check_host_archive(buffer.getvalue(), "local-test")
     assert str(caught.value) == "local: refusing to copy './Desktop/passwd' of local-test: below a symlink of the archive"
+
+
+@pytest.mark.docker
+def test_forker_on_docker_copies_through_the_environment_api(rename_variant):
+    """On docker (no host-side copy) a fork's file state goes as a tar through the
+    Environment API (osguard.builder.archive) and stays apart from its source both ways."""
+    from _support import available_provider
+    from osguard.builder.fork import Forker
+
+    docker = available_provider("docker")
+    with build_variant(rename_variant, docker) as source:
+        source.replay(["chmod 600 ~/Desktop/todo_list_Jan_1/errands.txt"])
+        before = _listing(source.env, source.ctx.home)
+        with Forker(source, docker, spares=1) as forker:
+            fork = forker.fork()
+            try:
+                assert fork.record["fork"]["copy"] == "archive" and fork.record["fork"]["spare"] is True
+                assert _listing(fork.env, fork.ctx.home) == before
+                fork.replay(["rm -rf ~/Desktop/todo_list_Jan_1"])
+                source.replay(["echo late > ~/Desktop/late.txt"])
+                assert _listing(source.env, source.ctx.home) != _listing(fork.env, fork.ctx.home)
+                assert "todo_list_Jan_1" in source.env.execute("ls ~/Desktop", shell=True).output
+                assert "late.txt" not in fork.env.execute("ls ~/Desktop", shell=True).output
+            finally:
+                fork.stop()

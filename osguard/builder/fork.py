@@ -16,7 +16,7 @@ Two ways, on the public builder and ``Environment`` APIs only (any provider):
   (a *spare*, started in the background while the previous fork is in use), so a fork
   costs the copy alone once the spare is up.
 
-Both return a ``BuiltVariant`` whose ``record["fork"]`` says ``method`` and the seconds it
+Every fork is a ``BuiltVariant`` whose ``record["fork"]`` says ``method`` and the seconds it
 took; stop it when done. Invariants judge a fork against the *original* baseline, so a
 fork of step k is judged exactly as step k+1 of the source episode would be.
 """

@@ -139,3 +139,7 @@ class Provider(Protocol):
     # Optional: ``nature(image=None) -> Capabilities``: what this provider's environments
     # offer by their nature here (installed display server, applications, root), decided
     # without starting one. See ``osguard.providers.nature.provider_nature``.
+    # Optional: ``copy_files(source, dest, paths) -> int | None``: copy ``paths`` of one of
+    # its environments into another by its own means (bytes moved; None: not here), and
+    # ``headless() -> Provider``: the same provider without a display. File forks use
+    # them (``osguard.builder.fork``); without them a fork copies through the archive.

@@ -377,6 +377,9 @@ def build_suite_items(variants: list["Variant"], out: str | Path, *, provider: s
         run_dir = out / RUNS_DIR / run.name
         run_suite(run.variants, run.agent, out_dir=run_dir, provider=provider,
                   workers=workers, progress=False, standard=run.standard, seed=0,
+                  # record only what the items carry (a screenshot or a tree no item keeps
+                  # costs seconds per step)
+                  observation=observation,
                   resume=resume and (run_dir / "manifest.json").exists(),
                   command_line=["osguard", "items", "build", "--suite", f"({run.name})"])
         timings[f"run_{run.name}_s"] = round(time.perf_counter() - mark, 2)

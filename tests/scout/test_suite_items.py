@@ -88,6 +88,10 @@ def test_suite_build_gives_all_four_sources_with_lookahead_labels(local_provider
     assert all(i.label == "unrelated" for i in by_source["interrupted_state_compatible"])
     # a generic harm no invariant confirms is left out, and said so
     assert any("chmod -R 777 ~/Desktop) broke no invariant; left out" in s["reason"] for s in report.skipped)
+    # the replays observe what the items carry, no more (regression: they recorded
+    # screenshot and tree whatever --observation said, seconds per GUI step for nothing)
+    for run in ("standard", "safe", "unsafe"):
+        assert json.loads((out / "runs" / run / "manifest.json").read_text())["observation"] == "a11y"
     record = json.loads((out / "build.json").read_text())
     assert record["forks"]["file"] >= 8 and record["fork_s_median"]["file"] > 0
     import datasets

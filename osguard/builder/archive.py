@@ -55,7 +55,7 @@ def pack(env: "Environment", paths: Iterable[str], *, label: str, recursive: boo
     listed = "".join(p.lstrip("/") + "\n" for p in paths)
     command = (f"rm -f {archive} && printf %s {_quote(listed)} | tar --format=posix -C / -cpf {archive} "
                f"{'' if recursive else '--no-recursion '}--exclude={archive.lstrip('/')} --ignore-failed-read "
-               f"--warning=no-file-changed --verbatim-files-from -T -; rc=$?; chmod 600 {archive}; exit $rc")
+               f"--warning=no-file-changed --verbatim-files-from -T -; rc=$?; [ -e {archive} ] && chmod 600 {archive}; exit $rc")
     result = env.execute(command, shell=True, timeout=120)
     if result.returncode not in (0, 1):  # 1: a file changed while read (still archived)
         raise BuildError(f"{label}: archiving {', '.join(paths)} failed: "

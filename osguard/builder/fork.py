@@ -213,3 +213,64 @@ class Forker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ReplayForker:
+    """Replay forks of one state (``replay_fork`` of the same variant and prefix), the next
+    one built in the background while the caller uses the current one.
+
+    A GUI fork is mostly waiting (the application's start, the prefix's own sleeps), so
+    building the next one while the current candidate is looked at overlaps the two. Every
+    fork is still a fresh build; nothing is shared between them. ``fork(prefetch=False)``
+    for the last one (nothing is built that no one takes); ``close()`` stops what was
+    built ahead and not taken.
+    """
+
+    def __init__(self, variant: "Variant", provider: "str | Provider", prefix: Iterable[Any], *,
+                 hazards: bool = True, **build_options: Any):
+        self.variant = variant
+        self.provider = provider
+        self.prefix = list(prefix)
+        self.options = dict(build_options, hazards=hazards)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-fork")
+        self._next: Future | None = None
+
+    def _build(self) -> BuiltVariant:
+        return replay_fork(self.variant, self.provider, self.prefix, **self.options)
+
+    def prefetch(self) -> None:
+        """Start building the next fork now (no-op when one is already on its way)."""
+        if self._next is None:
+            self._next = self._pool.submit(self._build)
+
+    def fork(self, *, prefetch: bool = True) -> BuiltVariant:
+        """The fork built ahead (waiting for the rest of its build), or one built now; with
+        ``prefetch`` the next one starts building at once.
+
+        Raises:
+            BuildError, EnvironmentError_: as ``replay_fork``.
+        """
+        started = time.perf_counter()
+        future, self._next = self._next, None
+        if prefetch:
+            self.prefetch()
+        built = future.result() if future is not None else self._build()
+        built.record["fork"]["ahead"] = future is not None
+        built.record["fork"]["wait_s"] = round(time.perf_counter() - started, 4)
+        return built
+
+    def close(self) -> None:
+        """Stop the fork built ahead and not taken (waiting for its build to end)."""
+        future, self._next = self._next, None
+        if future is not None:
+            try:
+                future.result().stop()
+            except Exception:  # a build that failed has nothing to stop
+                pass
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> "ReplayForker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -257,7 +257,7 @@ def lookahead_label(look: dict[str, Any]) -> str:
 def _interrupt_variant(variant: "Variant", suite: list["Variant"], episode: EpisodeView, provider: str,
                        per_state: int) -> tuple[StepView | None, dict[str, Any], list[tuple[Candidate, dict[str, Any]]], list[str]]:
     """Candidates at one variant's interruption state, each with its look-ahead."""
-    from osguard.builder.fork import Forker, replay_fork
+    from osguard.builder.fork import Forker, ReplayForker, replay_fork
 
     step, info = interruption_step(episode, clamp=True)
     notes: list[str] = []
@@ -268,11 +268,14 @@ def _interrupt_variant(variant: "Variant", suite: list["Variant"], episode: Epis
     gui = bool(variant.requires.gui)
     template = None
     forker = None
+    replays = None
     try:
         started = time.perf_counter()
         template = replay_fork(variant, provider, prefix)
         template_s = time.perf_counter() - started
-        if not gui:  # file forks into spares started ahead, while the candidates are looked at
+        if gui:  # the next rebuild runs while the current candidate is looked at
+            replays = ReplayForker(variant, provider, prefix)
+        else:  # file forks into spares started ahead, while the candidates are looked at
             forker = Forker(template, provider)
         # a GUI candidate costs a rebuild (replay fork): one per sibling there
         candidates = sibling_candidates(variant, suite, info["k"], kind,
@@ -280,22 +283,27 @@ def _interrupt_variant(variant: "Variant", suite: list["Variant"], episode: Epis
         candidates += continuation_candidates(variant, prefix)
         candidates += generic_harms(variant, template.env, kind, template.ctx.home)
         seen: set[tuple[str, str]] = set()
-        looked: list[tuple[Candidate, dict[str, Any]]] = []
+        todo: list[Candidate] = []
         for candidate in candidates:
             key = (candidate.action.kind, candidate.action.code)
-            if key in seen:
-                continue
-            seen.add(key)
+            if key not in seen:
+                seen.add(key)
+                todo.append(candidate)
+        looked: list[tuple[Candidate, dict[str, Any]]] = []
+        for position, candidate in enumerate(todo):
+            more = position + 1 < len(todo)
             started = time.perf_counter()
             fork = None
             try:
-                if gui:
-                    fork = replay_fork(variant, provider, prefix) if looked or template is None else template
-                    if fork is template:
-                        template = None  # used up: the first GUI candidate runs in the template itself
+                if replays is not None:
+                    if template is not None:  # the first GUI candidate runs in the template itself
+                        fork, template = template, None
                         fork_s = template_s
+                        if more:
+                            replays.prefetch()
                     else:
-                        fork_s = time.perf_counter() - started
+                        fork = replays.fork(prefetch=more)
+                        fork_s = time.perf_counter() - started  # what the look-ahead waited for
                     method = "replay"
                 else:
                     assert forker is not None
@@ -312,6 +320,8 @@ def _interrupt_variant(variant: "Variant", suite: list["Variant"], episode: Epis
                     fork.stop()
         return step, info, looked, notes
     finally:
+        if replays is not None:
+            replays.close()
         if forker is not None:
             forker.close()
         if template is not None:

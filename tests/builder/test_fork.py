@@ -152,3 +152,31 @@ def test_forker_on_docker_copies_through_the_environment_api(rename_variant):
                 assert "late.txt" not in fork.env.execute("ls ~/Desktop", shell=True).output
             finally:
                 fork.stop()
+
+
+def test_replay_forker_builds_the_next_fork_ahead_and_apart(local_provider, rename_variant):
+    """Replay forks built ahead are fresh builds with the prefix replayed, each its own
+    environment: what one does never shows in the next; the one built ahead and not
+    taken is stopped on close."""
+    from osguard.builder.fork import ReplayForker
+
+    prefix = list(rename_variant.references.safe[:1])
+    with ReplayForker(rename_variant, local_provider, prefix) as replays:
+        first = replays.fork()
+        try:
+            assert first.record["fork"]["ahead"] is False
+            first.replay(["rm -rf ~/Desktop/todo_list_Jan_2"])
+        finally:
+            first.stop()
+        second = replays.fork(prefetch=True)
+        try:
+            assert second.record["fork"]["ahead"] is True and second.record["fork"]["prefix"] == 1
+            assert second.env.info.id != first.env.info.id
+            assert second.env.execute("ls ~/Desktop", shell=True).output.split() == ["todo_list_Jan_2"]
+        finally:
+            second.stop()
+        left = replays._next.result()  # built ahead, never taken
+    from osguard.errors import EnvironmentError_
+
+    with pytest.raises(EnvironmentError_):
+        left.env.execute("true", shell=True)

@@ -96,6 +96,7 @@ def test_forker_forks_into_spares_and_keeps_both_sides_apart(local_provider, ren
             try:
                 for fork in (first, second):
                     assert fork.record["fork"]["spare"] is True
+                    assert fork.env.capabilities.gui is False  # the variant needs no display
                     assert _listing(fork.env, fork.ctx.home) == before
                 assert len({source.env.info.id, first.env.info.id, second.env.info.id}) == 3
                 first.replay(["rm -rf ~/Desktop/todo_list_Jan_1"])

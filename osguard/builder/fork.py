@@ -94,7 +94,9 @@ def file_fork(source: BuiltVariant, provider: "str | Provider | None" = None, *,
             (a spare, see ``Forker``); it becomes the fork (default: start one now).
 
     Raises:
-        BuildError: the state could not be archived, moved or unpacked.
+        BuildError: the state could not be archived or unpacked (through the archive).
+        EnvironmentError_: the environment could not start, or the provider's own copy
+            failed or refused the state (``copy_files``).
     """
     started = time.perf_counter()
     provider_obj = resolve_provider(provider if provider is not None else source.env.info.provider)

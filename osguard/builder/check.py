@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from osguard.errors import OsguardError
 
@@ -213,7 +213,7 @@ def judge(job: _Job, result: "EvaluationResult", action_log: tuple[dict[str, Any
 
 
 def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "local", workers: int = 1, *,
-                   references: Iterable[str] = REFERENCES, image: str | None = None,
+                   references: "Iterable[str] | Callable[[Variant], Iterable[str]]" = REFERENCES, image: str | None = None,
                    progress: Any = None, templates: bool = True) -> list[CheckRow]:
     """Replay every reference of every variant in a fresh environment and judge it.
 
@@ -228,7 +228,8 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
         provider: provider name or object.
         workers: how many references run at once (each in its own environment).
         references: what to replay (default everything): ``safe``, ``unsafe``, ``noop``,
-            ``standard``, ``alternatives`` or alternative names (see ``reference_jobs``).
+            ``standard``, ``alternatives`` or alternative names (see ``reference_jobs``), or
+            a callable ``(variant) -> those`` choosing per variant.
         image: the image environments start from (provider-specific; None = default).
         progress: optional callable ``(row) -> None`` called as rows complete.
         templates: build rows from a per-variant template where possible (see above).
@@ -242,7 +243,8 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
     from osguard.builder.build import resolve_provider
 
     provider_obj = resolve_provider(provider)
-    jobs = [job for variant in variants for job in reference_jobs(variant, references)]
+    jobs = [job for variant in variants
+            for job in reference_jobs(variant, references(variant) if callable(references) else references)]
     rows: list[CheckRow | None] = [None] * len(jobs)
     capabilities = None
     if any(_requires_something(v) for v in variants):

@@ -10,6 +10,7 @@ import typer
 
 from osguard.cli._disk import DISK_HELP, disk_options
 from osguard.errors import OsguardError
+from osguard.runner.executor import ADDRESS_HELP, EXECUTOR_HELP, check_executor_flags
 
 
 def register(app: typer.Typer) -> None:
@@ -63,6 +64,8 @@ def run_cmd(
     no_step_probe: bool = typer.Option(False, "--no-step-probe", help="Skip the probe after each step (no first_violation_step)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Live progress display."),
     standard: bool = typer.Option(False, "--standard", help="Standard OSWorld executions: the variants' base tasks (setup only, no hazards), judged by success alone; a source for 'osguard items build'."),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+    address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
 ) -> None:
     """Run an agent (optionally guarded) over variants; results go to a run directory.
 
@@ -81,6 +84,8 @@ def run_cmd(
       osguard run variants/ --agent openai:gpt-4o --standard --out runs/standard
 
       osguard run variants/ --agent anthropic:claude-sonnet-4-5 --guardrail rules --out runs/claude
+
+      osguard run variants/ --agent replay:safe --executor ray --address 127.0.0.1:6379 --out runs/cluster
     """
     import datetime as _dt
 
@@ -88,6 +93,7 @@ def run_cmd(
     from osguard.runner.agents.chat import ACTION_SPACES, OBSERVATIONS
     from osguard.spec import load_suite
 
+    check_executor_flags(executor, address)
     # checked for every agent: a mistyped flag must not pass silently with a replay agent
     if observation not in OBSERVATIONS:
         raise OsguardError(f"--observation {observation!r}: expected one of {', '.join(OBSERVATIONS)}")
@@ -123,13 +129,20 @@ def run_cmd(
         provider_arg: Any = get_provider(provider, **options)
     else:
         provider_arg = provider
-    summary = run_suite(
-        variants, agent, guardrail, out_dir=out, provider=provider_arg, max_steps=max_steps, workers=workers,
-        retry_budget=retry_budget, resume=resume, progress=progress, agent_options=agent_options,
-        guardrail_options=guardrail_options, step_probe=not no_step_probe, action_timeout=action_timeout,
-        seed=seed, command_line=["osguard", *sys.argv[1:]], standard=standard,
-        step_timeout=step_timeout, episode_timeout=episode_timeout, retry_errors=retry_errors,
-    )
+    from osguard.runner.executor import get_executor
+
+    executor_obj = get_executor(executor, address=address, workers=workers)
+    try:
+        summary = run_suite(
+            variants, agent, guardrail, out_dir=out, provider=provider_arg, max_steps=max_steps, workers=workers,
+            retry_budget=retry_budget, resume=resume, progress=progress, agent_options=agent_options,
+            guardrail_options=guardrail_options, step_probe=not no_step_probe, action_timeout=action_timeout,
+            seed=seed, command_line=["osguard", *sys.argv[1:]], standard=standard,
+            step_timeout=step_timeout, episode_timeout=episode_timeout, retry_errors=retry_errors,
+            executor=executor_obj,
+        )
+    finally:
+        executor_obj.close()
     from osguard.report import load_run, render_markdown
 
     run = load_run(summary.run_dir)

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -326,6 +325,7 @@ def run_suite(
     episode_timeout: float = 1800.0,
     observation: str | None = None,
     retry_errors: bool = False,
+    executor: Any = None,
 ) -> RunSummary:
     """Run every variant once with ``agent_spec`` (guarded by ``guardrail_spec`` if given).
 
@@ -370,6 +370,10 @@ def run_suite(
             an episode counts), the errored attempt's folder is kept as
             ``episodes/<id>.tryN`` and listed in the new line's ``retried``, and the
             manifest's ``retried`` maps each retried episode to its earlier attempts.
+        executor: where episodes run: None or ``"local"`` (``workers`` threads here), or
+            an ``osguard.runner.executor.Executor`` such as ``RayExecutor`` (each episode a
+            Ray task; its folder comes back and is written here, as a local one is). The
+            manifest's ``executor`` says which; ``--resume`` may use another.
 
     Raises:
         OsguardError: bad arguments, a non-empty out_dir without resume, a manifest
@@ -405,8 +409,18 @@ def run_suite(
     episode_args = dict(max_steps=max_steps, retry_budget=retry_budget, step_probe=step_probe,
                         action_timeout=action_timeout, standard=standard, step_timeout=step_timeout,
                         episode_timeout=episode_timeout, observation=observation)
-    suite = _SuiteRun(run_dir, provider_obj, agent_spec, agent_options, guardrail, episode_args, workers,
-                      _Progress(len(variants), summary.skipped, enabled=progress), retry)
+    from osguard.runner.executor import as_executor
+
+    executor_obj = as_executor(executor, workers)
+    manifest["executor"] = executor_obj.describe()
+    write_json_atomic(run_dir / MANIFEST, manifest)
+    display = _Progress(len(variants), summary.skipped, enabled=progress)
+    if executor_obj.name == "ray":
+        suite: Any = _RaySuiteRun(run_dir, provider_obj, agent_spec, agent_options, guardrail_spec,
+                                  guardrail_options or {}, episode_args, executor_obj, display, retry)
+    else:
+        suite = _SuiteRun(run_dir, provider_obj, agent_spec, agent_options, guardrail, episode_args, workers,
+                          display, retry)
     try:
         summary.ran = suite.run_all(todo)
     finally:  # also when interrupted: the retries that finished are on record
@@ -666,23 +680,31 @@ class _SuiteRun:
             raise _SignalStop(signum)
 
     def run_all(self, todo: list["Variant"]) -> int:
-        """Run ``todo`` on ``self.workers`` threads; returns how many episodes ended.
+        """Run ``todo`` on ``self.workers`` threads (the local executor); returns how many
+        episodes ended.
 
         Raises:
             RunInterrupted: Ctrl-C or SIGTERM (every environment stopped first).
         """
+        from osguard.runner.executor import LocalExecutor
+
         previous: dict[int, Any] = {}
         in_main = threading.current_thread() is threading.main_thread()
         if in_main:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 previous[sig] = signal.signal(sig, self.on_signal)
-        executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="osguard-episode")
+        executor = LocalExecutor(self.workers)
+        units = executor.map(self.work, [(v,) for v in todo])
         try:
             self.display.start()
-            return self.wait_all([executor.submit(self.work, v) for v in todo])
+            ran = 0
+            for _index, res in units:
+                if res is not None:
+                    ran += 1
+                    self.display.advance(res)
+            return ran
         except (_SignalStop, KeyboardInterrupt) as exc:
-            self.cancel_all(executor)
-            self.tracker.stop_all()
+            self.cancel_all(executor, units)
             self.display.stop()
             signum = exc.signum if isinstance(exc, _SignalStop) else signal.SIGINT
             err = RunInterrupted(
@@ -692,33 +714,221 @@ class _SuiteRun:
             err.exit_code = 128 + int(signum)
             raise err from None
         except BaseException:
-            self.cancel_all(executor)
+            self.cancel_all(executor, units)
             raise
         finally:
-            executor.shutdown(wait=True)
+            units.close()  # waits for the worker threads
             self.tracker.stop_all()
             self.display.stop()
             if in_main:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
 
-    def wait_all(self, futures: list[Future]) -> int:
-        ran = 0
-        pending = set(futures)
-        while pending:
-            finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                res = fut.result()
-                if res is not None:
-                    ran += 1
-                    self.display.advance(res)
-        return ran
-
-    def cancel_all(self, executor: ThreadPoolExecutor) -> None:
+    def cancel_all(self, executor: Any, units: Any = None) -> None:
         """Stop every environment and wait for the workers (their episodes are discarded)."""
         self.tracker.cancel.set()
         self.tracker.stop_all()
-        executor.shutdown(wait=True, cancel_futures=True)
+        executor.cancel()
+        if units is not None:
+            units.close()
+
+
+class _RaySuiteRun:
+    """The episodes of one run as tasks of an executor whose workers may be on other
+    machines (Ray). Each task runs its episode into a spool folder on its node and sends
+    back the results line and the episode folder; only this driver writes the run
+    directory (the folder renamed into place, then the fsynced ``results.jsonl`` line),
+    once per episode id. A task whose worker died on every attempt is recorded as
+    ``env_error`` with the reason, so no episode is lost silently."""
+
+    def __init__(self, run_dir: Path, provider_obj: Any, agent_spec: str, agent_options: dict[str, Any],
+                 guardrail_spec: str | None, guardrail_options: dict[str, Any], episode_args: dict[str, Any],
+                 executor: Any, display: "_Progress", retry: dict[str, dict[str, Any]] | None = None):
+        self.run_dir = run_dir
+        self.provider = provider_obj
+        self.agent_spec = agent_spec
+        self.agent_options = agent_options
+        self.guardrail_spec = guardrail_spec
+        self.guardrail_options = guardrail_options
+        self.episode_args = episode_args
+        self.executor = executor
+        self.display = display
+        self.retry = retry or {}
+        self.results_file = ResultsFile(run_dir)
+        self.written: set[str] = set()
+
+    def resources(self, variant: "Variant") -> Any:
+        from osguard.runner.executor import Resources
+
+        custom: list[tuple[str, float]] = []
+        if variant.requires.gui:
+            custom.append(("gui", 1.0))
+        if getattr(self.provider, "name", "") == "docker":
+            custom.append(("docker", 1.0))
+        return Resources(cpus=1.0, custom=tuple(custom))
+
+    def run_all(self, todo: list["Variant"]) -> int:
+        """Run ``todo`` as tasks; returns how many episodes ended.
+
+        Raises:
+            RunInterrupted: Ctrl-C or SIGTERM (tasks in flight cancelled: their own
+                cleanup stops their environments).
+        """
+        from osguard.runner.executor import TaskFailure
+
+        previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, self._on_signal)
+        args = [(v, self.agent_spec, self.agent_options, self.guardrail_spec, self.guardrail_options,
+                 self.provider, self.episode_args, self.retry.get(v.id)) for v in todo]
+        units = self.executor.map(episode_task, args, [self.resources(v) for v in todo])
+        ran = 0
+        try:
+            self.display.start()
+            for index, value in units:
+                variant = todo[index]
+                if value is None:  # cancelled inside the task
+                    continue
+                if isinstance(value, TaskFailure):
+                    result = self.record_failure(variant, value.reason)
+                else:
+                    result = self.record(variant, *value)
+                if result is not None:
+                    ran += 1
+                    self.display.advance(result)
+            return ran
+        except (_SignalStop, KeyboardInterrupt) as exc:
+            self.executor.cancel()
+            signum = exc.signum if isinstance(exc, _SignalStop) else signal.SIGINT
+            err = RunInterrupted(
+                f"run interrupted by {signal.Signals(signum).name}; the episodes in flight were cancelled; "
+                f"finished episodes are in {self.run_dir / 'results.jsonl'}; continue with --resume"
+            )
+            err.exit_code = 128 + int(signum)
+            raise err from None
+        finally:
+            units.close()
+            self.display.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        raise _SignalStop(signum)
+
+    def record(self, variant: "Variant", record: dict[str, Any], packed: bytes) -> EpisodeResult | None:
+        """Write one finished episode: its folder into place, then its results line."""
+        import uuid
+
+        from osguard.runner.trajectory import commit_folder
+
+        episode_id = record["episode_id"]
+        if episode_id in self.written:  # one result per episode, whatever the transport did
+            return None
+        temp = self.run_dir / EPISODES / f".tmp-{episode_id}-{uuid.uuid4().hex[:8]}"
+        unpack_folder(packed, temp)
+        retried = record.get("retried") or []
+        kept_as = Path(retried[-1]["episode_dir"]).name if retried and episode_id in self.retry else None
+        commit_folder(temp, self.run_dir / EPISODES / episode_id, keep_previous=kept_as)
+        self.results_file.append(record)
+        self.written.add(episode_id)
+        fields = {k: record[k] for k in EpisodeResult.__dataclass_fields__ if k in record}
+        fields["outcome"] = Outcome(record["outcome"])
+        return EpisodeResult(**fields)
+
+    def record_failure(self, variant: "Variant", reason: str) -> EpisodeResult | None:
+        """An episode no worker finished: ``env_error`` with the reason, with a folder of its
+        own (``outcome.json``) so it counts, and ``--resume --retry-errors`` runs it again."""
+        from osguard.runner.trajectory import EpisodeWriter
+
+        episode_id = variant.id
+        if episode_id in self.written:
+            return None
+        result = EpisodeResult(episode_id=episode_id, variant_id=variant.id, outcome=Outcome.ENV_ERROR,
+                               reason=reason, spec_hash=variant.spec_hash, family=variant.family,
+                               domain=variant.base.domain, episode_dir=f"episodes/{episode_id}")
+        kept_as = None
+        retry_of = self.retry.get(episode_id)
+        if retry_of is not None:
+            earlier = [dict(a) for a in retry_of.get("retried") or []]
+            kept_as = f"{episode_id}.try{len(earlier) + 1}"
+            result.retried = [*earlier, {"outcome": retry_of.get("outcome"), "reason": retry_of.get("reason", ""),
+                                         "episode_dir": f"episodes/{kept_as}"}]
+        writer = EpisodeWriter(self.run_dir, episode_id)
+        writer.commit({**result.to_json(), "standard": bool(self.episode_args.get("standard")),
+                       "instruction": variant.base.instruction, "agent": self.agent_spec,
+                       "guardrail": self.guardrail_spec, "evaluation": None, "environment": None,
+                       "build": None, "states": {}}, keep_previous=kept_as)
+        self.results_file.append(result.to_json())
+        self.written.add(episode_id)
+        return result
+
+
+def _spool_root() -> Path:
+    """Where a worker node runs its episodes before sending them to the driver: next to
+    the node's environment records (``$OSGUARD_STATE_DIR``)."""
+    from osguard.providers._state import state_dir
+
+    root = state_dir() / "ray-spool"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def pack_folder(folder: Path) -> bytes:
+    """An episode folder as an uncompressed tar (screenshots are PNG already)."""
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(folder, arcname=".")
+    return buffer.getvalue()
+
+
+def unpack_folder(packed: bytes, dest: Path) -> None:
+    """Unpack ``pack_folder``'s tar into the new folder ``dest`` (regular files and folders
+    only, nothing outside ``dest``: tarfile's ``data`` filter), fsyncing every file."""
+    import io
+    import tarfile
+
+    dest.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(packed), mode="r") as tar:
+        tar.extractall(dest, filter="data")
+    for path in dest.rglob("*"):
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def episode_task(variant: "Variant", agent_spec: str, agent_options: dict[str, Any], guardrail_spec: str | None,
+                 guardrail_options: dict[str, Any], provider: Any, episode_args: dict[str, Any],
+                 retry_of: dict[str, Any] | None) -> tuple[dict[str, Any], bytes] | None:
+    """One episode on whatever worker runs it (a Ray task): run it into a spool folder of
+    this node and return its results line and its folder (``pack_folder``); None when it
+    was cancelled. The driver writes both (``_RaySuiteRun.record``)."""
+    import shutil
+    import tempfile
+
+    spool = Path(tempfile.mkdtemp(prefix="run-", dir=_spool_root()))
+    try:
+        (spool / EPISODES).mkdir()
+        try:
+            agent = get_agent(agent_spec, variant, **agent_options)
+        except Exception as exc:
+            message = str(exc) if isinstance(exc, OsguardError) else f"{agent_spec}: {type(exc).__name__}: {exc}"
+            agent = _FailedAgent(agent_spec, message)
+        guardrail = _make_guardrail(guardrail_spec, guardrail_options)
+        try:
+            result = run_episode(variant, agent, guardrail, provider=_resolve_provider(provider), run_dir=spool,
+                                 episode_id=variant.id, retry_of=retry_of, **episode_args)
+        except Interrupted:
+            return None
+        return result.to_json(), pack_folder(spool / EPISODES / variant.id)
+    finally:
+        shutil.rmtree(spool, ignore_errors=True)
 
 
 class _SignalStop(BaseException):

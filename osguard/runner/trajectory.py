@@ -109,17 +109,7 @@ class EpisodeWriter:
         os.fsync(self._steps.fileno())
         self._steps.close()
         write_json_atomic(self.dir / "outcome.json", outcome)
-        if keep_previous and self.final_dir.exists():
-            kept = self.final_dir.parent / keep_previous
-            if kept.exists():  # a leftover of a crash between these two renames
-                shutil.rmtree(kept)
-            os.replace(self.final_dir, kept)
-        if self.final_dir.exists():
-            # a leftover of a crashed attempt that never reached results.jsonl
-            shutil.rmtree(self.final_dir)
-        os.replace(self.dir, self.final_dir)
-        _fsync_dir(self.final_dir.parent)
-        return self.final_dir
+        return commit_folder(self.dir, self.final_dir, keep_previous)
 
     def discard(self) -> None:
         """Remove the temp folder (an interrupted episode that will run again on resume)."""
@@ -128,6 +118,24 @@ class EpisodeWriter:
         except Exception:
             pass
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def commit_folder(temp_dir: Path, final_dir: Path, keep_previous: str | None = None) -> Path:
+    """Rename a complete episode folder (``outcome.json`` written) into place: the attempt
+    already at ``final_dir`` is renamed to ``keep_previous`` (a retried episode keeps its
+    errored attempt) or removed, then the parent folder is fsynced. Used by
+    ``EpisodeWriter.commit`` and by the driver of a Ray run for the folders its workers send."""
+    if keep_previous and final_dir.exists():
+        kept = final_dir.parent / keep_previous
+        if kept.exists():  # a leftover of a crash between these two renames
+            shutil.rmtree(kept)
+        os.replace(final_dir, kept)
+    if final_dir.exists():
+        # a leftover of a crashed attempt that never reached results.jsonl
+        shutil.rmtree(final_dir)
+    os.replace(temp_dir, final_dir)
+    _fsync_dir(final_dir.parent)
+    return final_dir
 
 
 class ResultsFile:

@@ -167,8 +167,20 @@ class RayExecutor(Executor):
         # installed copies on the nodes need nothing.
         try:
             if address:
-                ray.init(address=address, logging_level="WARNING", log_to_driver=True)
+                extra: dict[str, Any] = {}
+                host = address.rpartition(":")[0]
+                if host.startswith("127."):
+                    # the driver joins the loopback node it runs on (Ray would otherwise
+                    # look for one at this machine's outward address)
+                    extra["_node_ip_address"] = host
+                ray.init(address=address, logging_level="WARNING", log_to_driver=False, **extra)
             else:
+                if "RAY_AUTH_MODE" not in os.environ:
+                    # a private Ray of this command: its own token, never one saved in ~/.ray
+                    import secrets
+
+                    os.environ["RAY_AUTH_MODE"] = "token"
+                    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
                 ray.init(num_cpus=self.workers, include_dashboard=False, _node_ip_address="127.0.0.1",
                          logging_level="WARNING", object_store_memory=128 * 1024 * 1024)
         except Exception as exc:  # ConnectionError, version mismatch, ...

@@ -21,7 +21,6 @@ Variants whose ``requires`` the provider lacks are skipped (not passed), with th
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
@@ -214,7 +213,7 @@ def judge(job: _Job, result: "EvaluationResult", action_log: tuple[dict[str, Any
 
 def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "local", workers: int = 1, *,
                    references: "Iterable[str] | Callable[[Variant], Iterable[str]]" = REFERENCES, image: str | None = None,
-                   progress: Any = None, templates: bool = True) -> list[CheckRow]:
+                   progress: Any = None, templates: bool = True, executor: Any = None) -> list[CheckRow]:
     """Replay every reference of every variant in a fresh environment and judge it.
 
     With ``templates`` (the default) each eligible variant's setup and hazards run once, in
@@ -233,6 +232,9 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
         image: the image environments start from (provider-specific; None = default).
         progress: optional callable ``(row) -> None`` called as rows complete.
         templates: build rows from a per-variant template where possible (see above).
+        executor: None (``workers`` threads here) or an ``osguard.runner.executor.Executor``:
+            with Ray, one task per variant (its rows and template on one node); rows come
+            back to this process, a variant whose task died twice gets ``error`` rows.
 
     Returns:
         Rows in input order (variant by variant, safe/unsafe/noop/standard/alternatives).
@@ -246,6 +248,10 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
     jobs = [job for variant in variants
             for job in reference_jobs(variant, references(variant) if callable(references) else references)]
     rows: list[CheckRow | None] = [None] * len(jobs)
+    if executor is not None and getattr(executor, "name", "local") != "local":
+        # the nodes probe their own providers: this machine may have none
+        _check_remote(variants, jobs, rows, executor, provider_obj, references, image, templates, progress)
+        return [row for row in rows if row is not None]
     capabilities = None
     if any(_requires_something(v) for v in variants):
         # Once per provider per check, and loud when it fails (CapabilityProbeFailed): a
@@ -297,9 +303,48 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
         for index in range(len(jobs)):
             run(index)
     else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(run, range(len(jobs))))
+        from osguard.runner.executor import LocalExecutor
+
+        for _ in LocalExecutor(workers).map(run, [(index,) for index in range(len(jobs))]):
+            pass
     return [row for row in rows if row is not None]
+
+
+def _check_remote(variants: Sequence["Variant"], jobs: list[_Job], rows: list[CheckRow | None], executor: Any,
+                  provider_obj: Any, references: Any, image: str | None, templates: bool,
+                  progress: Any) -> None:
+    """One task per variant on ``executor`` (Ray): its rows share the variant's template,
+    which lives on the node that made it. A variant whose task died on every attempt gets
+    an ``error`` row per reference with the reason."""
+    from osguard.runner.executor import Resources, TaskFailure
+
+    def chosen_for(variant: "Variant") -> tuple[str, ...]:  # a callable selector stays here: tasks get names
+        return tuple(references(variant) if callable(references) else references)
+
+    slots: dict[str, list[int]] = {}
+    for index, job in enumerate(jobs):
+        slots.setdefault(job.variant.id, []).append(index)
+    chosen = [v for v in variants if v.id in slots]
+    docker = (("docker", 1.0),) if getattr(provider_obj, "name", "") == "docker" else ()
+    needs = [Resources(custom=((("gui", 1.0),) if v.requires.gui else ()) + docker) for v in chosen]
+    args = [(v, provider_obj, chosen_for(v), image, templates) for v in chosen]
+    for position, value in executor.map(check_variant_task, args, needs):
+        variant = chosen[position]
+        indexes = slots[variant.id]
+        if isinstance(value, TaskFailure):
+            got = [_row(jobs[i], "error", detail=value.reason) for i in indexes]
+        else:
+            got = list(value)
+        for index, row in zip(indexes, got):
+            rows[index] = row
+            if progress is not None:
+                progress(row)
+
+
+def check_variant_task(variant: "Variant", provider: Any, references: tuple[str, ...], image: str | None,
+                       templates: bool) -> list[CheckRow]:
+    """Every reference row of one variant, on whatever worker runs it (a Ray task)."""
+    return check_variants([variant], provider, 1, references=references, image=image, templates=templates)
 
 
 def _requires_something(variant: "Variant") -> bool:

@@ -13,6 +13,7 @@ import typer
 
 from osguard.cli._disk import DISK_HELP
 from osguard.errors import OsguardError
+from osguard.runner.executor import ADDRESS_HELP, EXECUTOR_HELP
 
 if TYPE_CHECKING:
     from osguard.builder.check import CheckRow
@@ -168,6 +169,8 @@ def register(app: typer.Typer) -> None:
         disk: Optional[str] = typer.Option(None, "--disk", help=DISK_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
         fresh: bool = typer.Option(False, "--fresh", help="Build every row from scratch instead of restoring a per-variant template of its setup and hazards."),
+        executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+        address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
     ) -> None:
         """Replay every variant's references and alternatives and check the evaluator agrees.
 
@@ -184,6 +187,7 @@ def register(app: typer.Typer) -> None:
           osguard check os-rename-todo-keep-archive -r alternatives
           osguard check --provider docker --tag gui --tag root   # what CI runs on docker
           osguard check os-chmod-644-linked-deploy-key --provider docker --image osguard/desktop:base
+          osguard check --executor ray --address 127.0.0.2:6379   # one Ray task per variant
         """
         import time
 
@@ -202,9 +206,17 @@ def register(app: typer.Typer) -> None:
         if unknown:
             raise OsguardError(f"--reference must be one of {', '.join(REFERENCES)} or an alternative's name; "
                                f"got {unknown[0]!r}{did_you_mean(unknown[0], known)}")
+        from osguard.runner.executor import check_executor_flags, get_executor
+
+        check_executor_flags(executor, address)
+        provider_obj = _provider_for(provider, image, disk)
+        executor_obj = get_executor(executor, address=address, workers=workers)
         started = time.perf_counter()
-        rows = check_variants(selected, _provider_for(provider, image, disk), workers, references=chosen, image=image,
-                              templates=not fresh)
+        try:
+            rows = check_variants(selected, provider_obj, workers, references=chosen, image=image,
+                                  templates=not fresh, executor=executor_obj)
+        finally:
+            executor_obj.close()
         elapsed = time.perf_counter() - started
         if as_json:
             typer.echo(json.dumps({"provider": provider, "elapsed_s": round(elapsed, 3),

@@ -13,6 +13,7 @@ from typing import Optional
 import typer
 
 from osguard.errors import OsguardError
+from osguard.runner.executor import ADDRESS_HELP, EXECUTOR_HELP, check_executor_flags
 
 items_app = typer.Typer(name="items", help="Build and inspect action-level items (SCOUT).",
                         no_args_is_help=True)
@@ -43,6 +44,8 @@ def items_build_cmd(
     workers: int = typer.Option(1, "--workers", help="With --suite: episodes and interruption states at once."),
     per_state: int = typer.Option(8, "--per-state", help="With --suite: state-compatible candidates per interruption state (at most)."),
     resume: bool = typer.Option(False, "--resume", help="With --suite: reuse the replays already in OUT/runs/ and rebuild the items."),
+    executor: str = typer.Option("local", "--executor", help="With --suite: " + EXECUTOR_HELP),
+    address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
 ) -> None:
     """Create action-level items from run directories (four construction sources), or with
     --suite from the variants themselves (no model: see docs/items.md).
@@ -59,6 +62,8 @@ def items_build_cmd(
 
       osguard items build --suite --out items/ --workers 2
 
+      osguard items build --suite --out items/ --executor ray --address 127.0.0.2:6379
+
       python -c "import datasets; print(datasets.load_dataset('json', data_files='items/items.jsonl'))"
     """
     from osguard.scout.build import build_items
@@ -71,14 +76,24 @@ def items_build_cmd(
             raise OsguardError("--suite builds every source itself: drop --standard and --proposer")
         if workers < 1:
             raise OsguardError(f"--workers {workers}: expected an integer >= 1")
+        check_executor_flags(executor, address)
         variants = resolve_variants([str(p) for p in (run_dirs or [])])
+        from osguard.runner.executor import get_executor
+
+        executor_obj = get_executor(executor, address=address, workers=workers)
         started = time.perf_counter()
-        report = build_suite_items(variants, out, provider=provider, workers=workers, observation=observation,
-                                   force=force, per_state=per_state, resume=resume,
-                                   progress=lambda line: typer.echo(line, err=True))
+        try:
+            report = build_suite_items(variants, out, provider=provider, workers=workers, observation=observation,
+                                       force=force, per_state=per_state, resume=resume,
+                                       progress=lambda line: typer.echo(line, err=True), executor=executor_obj)
+        finally:
+            executor_obj.close()
         elapsed = time.perf_counter() - started
         _print_build(report, out, f"{len(variants)} variants in {elapsed:.0f} s")
         return
+    if executor != "local" or address:
+        raise OsguardError("--executor applies to 'items build --suite' (the replays and interruptions); "
+                           "building from run directories runs nothing")
     if not run_dirs and not standard:
         raise OsguardError("give at least one run directory (RUN_DIR... or --standard RUN_DIR)")
     model = None
@@ -177,6 +192,8 @@ def score_cmd(
     max_retries: int = typer.Option(2, "--max-retries", help="Retries per model request (429/5xx/timeouts)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the scores as JSON."),
     resamples: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the 95% intervals."),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+    address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
 ) -> None:
     """Score verifiers on items: accuracy, macro-F1, per-label P/R/F1, confusion, by source.
 
@@ -189,6 +206,8 @@ def score_cmd(
       osguard score items/ --verifier scout:llm:gpt-4o --out preds/gpt4o.jsonl
 
       osguard score --from-predictions preds/gpt4o.jsonl          # no model is called
+
+      osguard score items/ --verifier rules --executor ray --address 127.0.0.2:6379
     """
     from osguard.scout.annotations import AnnotationLog, agreement_report, gold_labels
     from osguard.scout.items import load_items
@@ -201,6 +220,7 @@ def score_cmd(
         score_predictions,
     )
 
+    check_executor_flags(executor, address)
     if not verifier and not from_predictions:
         raise OsguardError("give --verifier SPEC (with ITEMS_DIR) or --from-predictions FILE")
     if verifier and items_dir is None:
@@ -237,6 +257,7 @@ def score_cmd(
             if value is not None:
                 options[key] = value
         assert items is not None and items_dir is not None
+        executor_obj = None
         for spec in verifier:
             instance = get_verifier(spec, **_options_for(spec, options))
             reuse: dict = {}
@@ -258,9 +279,14 @@ def score_cmd(
                     _appender(prediction)
                 _progress(prediction)
 
+            if executor_obj is None:
+                from osguard.runner.executor import get_executor
+
+                executor_obj = get_executor(executor, address=address, workers=concurrency)
             try:
                 predictions = predict(items, items_dir, instance, gold=gold, concurrency=concurrency,
-                                      on_done=on_done, reuse=reuse)
+                                      on_done=on_done, reuse=reuse, executor=executor_obj,
+                                      verifier_spec=(spec, _options_for(spec, options)))
             finally:
                 if appender is not None:
                     appender.close()
@@ -268,6 +294,8 @@ def score_cmd(
                 save_predictions(out, predictions, items_dir=items_dir)
                 typer.echo(f"predictions -> {out}", err=True)
             scores.append(score_predictions(predictions, gold=gold, resamples=resamples))
+        if executor_obj is not None:
+            executor_obj.close()
     typer.echo(render_report(scores, agreement), nl=False)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)

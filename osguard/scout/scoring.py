@@ -26,8 +26,8 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -35,7 +35,7 @@ from typing import Any, Callable
 from osguard._files import read_user_text, write_text_atomic
 from osguard.errors import ModelError
 from osguard.scout.items import SOURCE_TITLES, SOURCES, Item, to_verifier_input
-from osguard.scout.types import LABELS, ScoutError, Verifier
+from osguard.scout.types import LABELS, ScoutError, Verdict, Verifier
 
 PRED_COLUMNS = LABELS + ("invalid",)
 FORMAT_VERSION = 1
@@ -75,7 +75,8 @@ class Prediction:
 def predict(items: list[Item], items_dir: str | Path, verifier: Verifier, *,
             gold: dict[str, tuple[str | None, str | None]] | None = None, concurrency: int = 4,
             on_done: Callable[[Prediction], None] | None = None,
-            reuse: dict[str, Prediction] | None = None) -> list[Prediction]:
+            reuse: dict[str, Prediction] | None = None, executor: Any = None,
+            verifier_spec: tuple[str, dict[str, Any]] | None = None) -> list[Prediction]:
     """Judge every item with ``verifier``; returns predictions in item order.
 
     A ``ModelError`` (endpoint down after retries) or any exception from a plug-in becomes
@@ -91,6 +92,11 @@ def predict(items: list[Item], items_dir: str | Path, verifier: Verifier, *,
         on_done: called after each new prediction (progress, incremental saving).
         reuse: earlier predictions by item id (``--resume``): those items are not judged
             again; their stored gold is refreshed from ``gold``.
+        executor: None (``concurrency`` threads here) or an ``osguard.runner.executor``
+            executor: with Ray each item is a task that builds the verifier from
+            ``verifier_spec`` (spec, options) once per worker process; predictions come
+            back here, and ``on_done`` runs here as each arrives.
+        verifier_spec: ``(spec, options)`` of ``verifier`` (needed with Ray).
     """
     if concurrency < 1:
         raise ScoutError(f"--concurrency {concurrency}: expected an integer >= 1")
@@ -99,41 +105,84 @@ def predict(items: list[Item], items_dir: str | Path, verifier: Verifier, *,
 
     reuse = reuse or {}
 
-    def one(item: Item) -> Prediction:
+    def settle(item: Item, judged: "Verdict | str", latency_s: float) -> Prediction:
+        """The prediction for a verdict, or for the error text of a judgment that failed."""
         gold_label, origin = gold.get(item.id, (None, None))
-        if item.id in reuse:
-            return replace(reuse[item.id], gold=gold_label, gold_origin=origin, source=item.source)
-        verifier_input = to_verifier_input(item, items_dir)
-        start = time.perf_counter()
-        try:
-            verdict = verifier.judge(verifier_input)
-        except ModelError as exc:
+        if isinstance(judged, str):
             prediction = Prediction(item.id, name, "invalid", gold_label, origin, item.source,
-                                    error=str(exc), latency_s=time.perf_counter() - start)
-        except Exception as exc:  # a plug-in's bug: recorded, the run goes on
-            prediction = Prediction(item.id, name, "invalid", gold_label, origin, item.source,
-                                    error=f"{type(exc).__name__}: {exc}", latency_s=time.perf_counter() - start)
+                                    error=judged, latency_s=latency_s)
         else:
-            label = verdict.label if verdict.label in PRED_COLUMNS else "invalid"
+            label = judged.label if judged.label in PRED_COLUMNS else "invalid"
             prediction = Prediction(item.id, name, label, gold_label, origin, item.source,
-                                    feedback=verdict.feedback, raw=verdict.raw,
-                                    latency_s=verdict.latency_s or (time.perf_counter() - start),
-                                    usage=dict(verdict.usage))
+                                    feedback=judged.feedback, raw=judged.raw,
+                                    latency_s=judged.latency_s or latency_s, usage=dict(judged.usage))
         # rounded as saved, so a reloaded file equals what was scored
         prediction = replace(prediction, latency_s=round(prediction.latency_s, 6))
         if on_done is not None:
             on_done(prediction)
         return prediction
 
-    if concurrency == 1:
+    def one(item: Item) -> Prediction:
+        if item.id in reuse:
+            gold_label, origin = gold.get(item.id, (None, None))
+            return replace(reuse[item.id], gold=gold_label, gold_origin=origin, source=item.source)
+        return settle(item, *_judge_one(verifier, to_verifier_input(item, items_dir)))
+
+    remote = executor is not None and getattr(executor, "name", "local") != "local"
+    if remote:
+        if verifier_spec is None:
+            raise ScoutError("scoring through Ray needs the verifier's spec (verifier_spec), not only an object")
+        from osguard.runner.executor import Resources, TaskFailure
+
+        todo = [item for item in items if item.id not in reuse]
+        by_id: dict[str, Prediction] = {}
+        args = [(verifier_spec[0], verifier_spec[1], to_verifier_input(item, items_dir)) for item in todo]
+        # judging waits on an endpoint: a fraction of a CPU each
+        for index, value in executor.map(judge_task, args, [Resources(cpus=0.25)] * len(todo)):
+            judged = value if not isinstance(value, TaskFailure) else (value.reason, 0.0)
+            by_id[todo[index].id] = settle(todo[index], *judged)
+        predictions = [by_id[item.id] if item.id in by_id else one(item) for item in items]
+    elif concurrency == 1:
         predictions = [one(item) for item in items]
     else:
-        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="score") as pool:
-            predictions = list(pool.map(one, items))
+        from osguard.runner.executor import LocalExecutor
+
+        predictions = [None] * len(items)  # type: ignore[list-item]
+        for index, prediction in LocalExecutor(concurrency).map(one, [(item,) for item in items]):
+            predictions[index] = prediction
     fresh = [p for p in predictions if p.item_id not in reuse]
     if fresh and all(p.error for p in fresh):
         raise ModelError(f"verifier {name} failed on every item; first error: {fresh[0].error}")
     return predictions
+
+
+def _judge_one(verifier: Verifier, verifier_input: Any) -> tuple["Verdict | str", float]:
+    """One judgment: the verdict, or the error text (a ``ModelError``'s message; a
+    plug-in's exception with its type), and the seconds it took."""
+    start = time.perf_counter()
+    try:
+        return verifier.judge(verifier_input), time.perf_counter() - start
+    except ModelError as exc:
+        return str(exc), time.perf_counter() - start
+    except Exception as exc:  # a plug-in's bug: recorded, the run goes on
+        return f"{type(exc).__name__}: {exc}", time.perf_counter() - start
+
+
+_WORKER_VERIFIERS: dict[str, Verifier] = {}  # per worker process: built once, judged many times
+_WORKER_LOCK = threading.Lock()
+
+
+def judge_task(spec: str, options: dict[str, Any], verifier_input: Any) -> tuple["Verdict | str", float]:
+    """One item judged on whatever worker runs it (a Ray task), with the verifier
+    ``get_verifier(spec, **options)`` built once per worker process."""
+    key = json.dumps([spec, options], sort_keys=True, default=str)
+    with _WORKER_LOCK:
+        verifier = _WORKER_VERIFIERS.get(key)
+        if verifier is None:
+            from osguard.scout import get_verifier
+
+            verifier = _WORKER_VERIFIERS[key] = get_verifier(spec, **options)
+    return _judge_one(verifier, verifier_input)
 
 
 def save_predictions(path: str | Path, predictions: list[Prediction], *, items_dir: str | Path | None = None) -> Path:

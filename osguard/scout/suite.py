@@ -41,7 +41,6 @@ import shlex
 import shutil
 import statistics
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -329,9 +328,20 @@ def _interrupt_variant(variant: "Variant", suite: list["Variant"], episode: Epis
             template.stop()
 
 
+def interrupt_task(variant: "Variant", suite: list["Variant"], episode: EpisodeView, provider: str,
+                   per_state: int) -> Any:
+    """``_interrupt_variant`` on whatever worker runs it (a Ray task); a failure is one
+    note, as in the local pool."""
+    try:
+        return _interrupt_variant(variant, suite, episode, provider, per_state)
+    except Exception as exc:
+        return None, {"k": None}, [], [f"{variant.id}: interruption failed: {type(exc).__name__}: {exc}"]
+
+
 def build_suite_items(variants: list["Variant"], out: str | Path, *, provider: str = "local", workers: int = 1,
                       observation: str = "both", force: bool = False, per_state: int = 8,
-                      resume: bool = False, progress: Callable[[str], None] | None = None) -> BuildReport:
+                      resume: bool = False, progress: Callable[[str], None] | None = None,
+                      executor: Any = None) -> BuildReport:
     """Build the action-level set of ``variants`` into ``out`` with no model (module docstring).
 
     Args:
@@ -344,6 +354,9 @@ def build_suite_items(variants: list["Variant"], out: str | Path, *, provider: s
             run again; ``osguard run --resume``) and rebuild the items from them.
         per_state: state-compatible candidates per interruption state (at most).
         progress: called with one line per phase.
+        executor: None (``workers`` threads here) or an ``osguard.runner.executor``
+            executor: with Ray the replays' episodes and each interruption state are
+            tasks; everything is written here.
 
     Raises:
         ScoutError: an existing items file without ``force``, no variants, bad options.
@@ -386,7 +399,7 @@ def build_suite_items(variants: list["Variant"], out: str | Path, *, provider: s
         mark = time.perf_counter()
         say(f"replaying {run.name} ({len(run.variants)} variants)")
         run_dir = out / RUNS_DIR / run.name
-        run_suite(run.variants, run.agent, out_dir=run_dir, provider=provider,
+        run_suite(run.variants, run.agent, out_dir=run_dir, provider=provider, executor=executor,
                   workers=workers, progress=False, standard=run.standard, seed=0,
                   # record only what the items carry (a screenshot or a tree no item keeps
                   # costs seconds per step)
@@ -447,8 +460,22 @@ def build_suite_items(variants: list["Variant"], out: str | Path, *, provider: s
         except Exception as exc:  # the interruption state could not be rebuilt: reported, the rest go on
             return None, {"k": None}, [], [f"{episode.variant_id}: interruption failed: {type(exc).__name__}: {exc}"]
 
-    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="interrupt") as pool:
-        results = list(pool.map(interrupt, safe_episodes))
+    results: list[Any] = [None] * len(safe_episodes)
+    if executor is not None and getattr(executor, "name", "local") != "local":
+        from osguard.runner.executor import Resources, TaskFailure
+
+        needs = [Resources(custom=(("gui", 1.0),) if by_id[e.variant_id].requires.gui else ()) for e in safe_episodes]
+        args = [(by_id[e.variant_id], variants, e, provider, per_state) for e in safe_episodes]
+        for index, value in executor.map(interrupt_task, args, needs):
+            if isinstance(value, TaskFailure):
+                value = (None, {"k": None}, [],
+                         [f"{safe_episodes[index].variant_id}: interruption failed: {value.reason}"])
+            results[index] = value
+    else:
+        from osguard.runner.executor import LocalExecutor
+
+        for index, value in LocalExecutor(workers).map(interrupt, [(e,) for e in safe_episodes]):
+            results[index] = value
     fork_times: dict[str, list[float]] = {}
     for episode, (step, info, looked, notes) in zip(safe_episodes, results):
         report.problems.extend(notes)
@@ -481,7 +508,8 @@ def build_suite_items(variants: list["Variant"], out: str | Path, *, provider: s
               "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "variants": {v.id: {"spec_hash": v.spec_hash, "version": v.version, "family": v.family,
                                   "domain": v.base.domain} for v in variants},
-              "provider": provider, "workers": workers, "observation": observation, "per_state": per_state,
+              "provider": provider, "workers": workers,
+              "executor": getattr(executor, "name", "local") if executor is not None else "local", "observation": observation, "per_state": per_state,
               "proposer": "scripted", "timings": timings, "conflicts": builder.conflicts,
               "problems": report.problems,
               "fork_s_median": {m: round(statistics.median(t), 4) for m, t in fork_times.items() if t},

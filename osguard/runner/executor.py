@@ -29,7 +29,7 @@ from osguard.errors import OsguardError
 
 EXECUTORS = ("local", "ray")
 EXECUTOR_HELP = ("Where the work runs: local (a thread pool here) or ray (tasks on a Ray cluster; "
-                 "needs the osguard[ray] extra; see docs/scale.md).")
+                 "needs Ray, the ray extra of osguard; see docs/scale.md).")
 ADDRESS_HELP = ("With --executor ray: the cluster's head (HOST:PORT of 'ray start --head'); default "
                 "$RAY_ADDRESS, else a private one-node Ray on 127.0.0.1 for this command.")
 

@@ -174,11 +174,14 @@ def test_check_through_ray_passes_every_reference(cluster):
     from osguard.builder.check import reference_jobs
     from osguard.spec import load_variant
 
-    proc = osguard(cluster, "check", SHELL_VARIANTS[0], "--executor", "ray", "--address", cluster.address, "--json")
+    references = ["safe", "unsafe", "noop"]
+    proc = osguard(cluster, "check", SHELL_VARIANTS[0], *(f"--reference={r}" for r in references),
+                   "--executor", "ray", "--address", cluster.address, "--json")
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     rows = json.loads(proc.stdout)["rows"]
     variant = load_variant(REPO / SHELL_VARIANTS[0])
-    assert [(r["variant_id"], r["reference"]) for r in rows] == [(variant.id, j.reference) for j in reference_jobs(variant)]
+    assert [(r["variant_id"], r["reference"]) for r in rows] == [(variant.id, j.reference)
+                                                                      for j in reference_jobs(variant, references)]
     assert {r["status"] for r in rows} == {"pass"}
 
 
@@ -205,22 +208,19 @@ def test_score_through_ray_equals_a_local_score(cluster, tmp_path):
 def test_a_unit_whose_worker_dies_twice_comes_back_as_a_failure(cluster):
     """A task whose worker dies on every attempt must come back as a TaskFailure after one
     retry (the run records it as env_error), never hang or vanish."""
-    from osguard.runner.executor import RayExecutor, TaskFailure
-
-    env = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")}
-    os.environ.update({k: cluster.env[k] for k in env})
-    executor = RayExecutor(cluster.address)
-    try:
-        got = list(executor.map(os._exit, [(3,)]))
-    finally:
-        executor.close()
-        for key, value in env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    assert got == [(0, TaskFailure("ray: the worker running it died on each of 2 attempts (WorkerCrashedError)",
-                                   attempts=2))]
+    script = (
+        "import os\n"
+        "from osguard.runner.executor import RayExecutor\n"
+        f"executor = RayExecutor({cluster.address!r})\n"
+        "print(repr(list(executor.map(os._exit, [(3,)]))))\n"
+        "executor.close()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], env=cluster.env, cwd=REPO, capture_output=True,
+                          text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == (
+        "[(0, TaskFailure(reason='ray: the worker running it died on each of 2 attempts (WorkerCrashedError)', "
+        "attempts=2))]")
 
 
 def test_executor_errors_are_clear(cluster):

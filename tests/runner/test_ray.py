@@ -1,33 +1,27 @@
 """Ray as the executor, on a real local cluster: a head and two worker nodes started with
-``ray start`` on loopback, each with its own temp folder and its own osguard state folder.
-
-One cluster serves the module (Ray starts slowly). The nodes advertise 127.0.0.2, not
-127.0.0.1: ``ray start`` rewrites a node address of 127.0.0.1/localhost into this
-machine's outward address (Ray's ``resolve_ip_for_localhost``), which would send the
-cluster's traffic off loopback. Every node and the driver share a private token
-(``RAY_AUTH_MODE=token``), usage statistics are off and no dashboard starts.
+``ray start`` on loopback, each with its own temp folder and its own osguard state folder
+(``osguard.testing.ray_cluster``: why 127.0.0.2, the private token, no usage stats, no
+dashboard). One cluster serves the module: Ray starts slowly.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import signal
-import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from osguard.testing.ray_cluster import LocalRayCluster
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'osguard[ray]')")
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("local_provider")]
 
 REPO = Path(__file__).resolve().parents[2]
-NODE_IP = "127.0.0.2"
 # headless shell variants: cheap, and every node can run them
 SHELL_VARIANTS = [
     "variants/wrong_target_or_globalized_update/os-rename-todo-keep-archive.yaml",
@@ -39,90 +33,20 @@ SHELL_VARIANTS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((NODE_IP, 0))
-        return sock.getsockname()[1]
-
-
-class Cluster:
-    """The module's Ray cluster: node name -> (temp folder, state folder, process group)."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.port = _free_port()
-        self.address = f"{NODE_IP}:{self.port}"
-        token = root / "token"
-        token.write_text(secrets.token_hex(32), encoding="utf-8")
-        token.chmod(0o600)
-        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
-                    "RAY_AUTH_TOKEN_PATH": str(token), "PYTHONPATH": str(REPO),
-                    "OSGUARD_STATE_DIR": str(root / "driver-state")}
-        self.env.pop("RAY_ADDRESS", None)
-        self.nodes: dict[str, dict[str, Path]] = {}
-        self.groups: list[int] = []
-
-    def start(self, name: str, *args: str) -> None:
-        temp, state = self.root / name, self.root / f"{name}-state"
-        temp.mkdir()
-        state.mkdir()
-        ray = str(Path(sys.executable).with_name("ray"))
-        # its own session: every process of the node is in one group, ended by its id
-        proc = subprocess.run(
-            [ray, "start", "--node-ip-address", NODE_IP, "--temp-dir", str(temp), "--disable-usage-stats",
-             "--object-store-memory", str(80 * 1024 * 1024), *args],
-            env={**self.env, "OSGUARD_STATE_DIR": str(state)}, capture_output=True, text=True, timeout=120,
-            start_new_session=True)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        self.nodes[name] = {"temp": temp, "state": state}
-        self.groups.append(os.getpgid(self._raylet(name)))
-
-    def _raylet(self, name: str) -> int:
-        """The pid of the node's raylet (its command line names the node's temp folder)."""
-        marker = str(self.nodes[name]["temp"]) if name in self.nodes else str(self.root / name)
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                cmd = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if cmd and cmd[0].endswith(b"/raylet") and any(marker.encode() + b"/" in part for part in cmd):
-                return int(entry.name)
-        raise AssertionError(f"no raylet for node {name}")
-
-    def kill_node(self, name: str) -> None:
-        """SIGKILL the node's raylet: its workers die with it, as on a lost machine."""
-        os.kill(self._raylet(name), signal.SIGKILL)
-
-    def stop(self) -> None:
-        for group in self.groups:
-            try:
-                os.killpg(group, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for name, folders in self.nodes.items():
-            # environments of a killed node outlive it (their supervisors are detached)
-            subprocess.run([sys.executable, "-m", "osguard", "env", "down", "--all", "--force"],
-                           env={**self.env, "OSGUARD_STATE_DIR": str(folders["state"])},
-                           capture_output=True, timeout=120)
-
-
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("ray")
-    cluster = Cluster(root)
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayCluster]:
+    """A head (no CPUs) and two 1-CPU worker nodes for the module."""
+    cluster = LocalRayCluster(tmp_path_factory.mktemp("ray"))
     try:
-        cluster.start("head", "--head", "--port", str(cluster.port), "--num-cpus", "0",
-                      "--include-dashboard", "false")
-        cluster.start("w1", "--address", cluster.address, "--num-cpus", "1")
-        cluster.start("w2", "--address", cluster.address, "--num-cpus", "1")
+        cluster.start_head()
+        cluster.add_worker("w1", 1)
+        cluster.add_worker("w2", 1)
         yield cluster
     finally:
         cluster.stop()
 
 
-def osguard(cluster: Cluster, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def osguard(cluster: LocalRayCluster, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "osguard", *args], env=cluster.env, cwd=REPO,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -211,14 +135,17 @@ def test_a_unit_whose_worker_dies_twice_comes_back_as_a_failure(cluster):
     script = (
         "import os\n"
         "from osguard.runner.executor import RayExecutor\n"
+        "def die(code):\n"  # defined in __main__: Ray ships it by value
+        "    os._exit(code)\n"
         f"executor = RayExecutor({cluster.address!r})\n"
-        "print(repr(list(executor.map(os._exit, [(3,)]))))\n"
+        "print(repr(list(executor.map(die, [(3,)]))))\n"
         "executor.close()\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], env=cluster.env, cwd=REPO, capture_output=True,
                           text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip().splitlines()[-1] == (
+    printed = [line for line in proc.stdout.splitlines() if line.startswith("[(")]  # Ray prints its own notes too
+    assert printed and printed[-1] == (
         "[(0, TaskFailure(reason='ray: the worker running it died on each of 2 attempts (WorkerCrashedError)', "
         "attempts=2))]")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -29,13 +30,14 @@ SHELL = ["os-rename-todo-keep-archive", "os-restore-poster-keep-other-trash", "o
 
 
 def run_once(variants, executor, out: Path) -> tuple[float, dict[str, str]]:
+    """Wall seconds per episode run (variants the provider cannot run are skipped) and the outcomes."""
     from osguard.runner import run_suite
 
     t0 = time.perf_counter()
     summary = run_suite(variants, "replay:safe", out_dir=out, provider="local", workers=2, progress=False,
                         observation="shell", executor=executor)
     wall = time.perf_counter() - t0
-    return wall, {r["episode_id"]: r["outcome"] for r in summary.results}
+    return wall / max(1, summary.ran), {r["episode_id"]: r["outcome"] for r in summary.results}
 
 
 def main() -> None:
@@ -70,21 +72,24 @@ def main() -> None:
         for i in range(args.repeats):
             got = {}
             for name, executor in (("local", LocalExecutor(2)), ("ray", ray_executor)):
-                wall, outcomes = run_once(variants, executor, root / f"{name}-{i}")
-                per_episode[name].append(wall / len(variants))
+                seconds, outcomes = run_once(variants, executor, root / f"{name}-{i}")
+                per_episode[name].append(seconds)
                 got[name] = outcomes
             same = same and got["local"] == got["ray"]
             print(f"repeat {i + 1}: local {per_episode['local'][-1]:.2f} s/episode, ray {per_episode['ray'][-1]:.2f} "
                   f"s/episode, same outcomes: {got['local'] == got['ray']}", file=sys.stderr)
         ray_executor.close()
+        ran = len(got["local"])
     finally:
         cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
     local_med = statistics.median(per_episode["local"])
     ray_med = statistics.median(per_episode["ray"])
     lines = [
         "## Ray executor (local cluster)",
         "",
-        f"`bench/bench_ray.py --repeats {args.repeats}`: {len(variants)} headless shell variants, `replay:safe`, "
+        f"`bench/bench_ray.py --repeats {args.repeats}`: the {len(variants)} headless shell variants ({ran} ran; "
+        "the others need what the local provider lacks here, e.g. root), `replay:safe`, "
         "`--observation shell`, 2 at a time on each side; wall time of each whole `run_suite` call / episodes, "
         "median over the repeats, both sides alternating in the same run. Ray: a head without CPUs and two "
         "1-CPU worker nodes on 127.0.0.2 (`osguard.testing.ray_cluster`).",

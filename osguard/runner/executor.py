@@ -28,10 +28,11 @@ from typing import Any
 from osguard.errors import OsguardError
 
 EXECUTORS = ("local", "ray")
+PRIVATE_NODE_IP = "127.0.0.2"  # the private one-node Ray (no --address); any 127.x but 127.0.0.1 stays on loopback
 EXECUTOR_HELP = ("Where the work runs: local (a thread pool here) or ray (tasks on a Ray cluster; "
                  "needs Ray, the ray extra of osguard; see docs/scale.md).")
 ADDRESS_HELP = ("With --executor ray: the cluster's head (HOST:PORT of 'ray start --head'); default "
-                "$RAY_ADDRESS, else a private one-node Ray on 127.0.0.1 for this command.")
+                "$RAY_ADDRESS, else a private one-node Ray on loopback for this command.")
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,8 @@ def _quiet_ray_environment() -> None:
 
 class RayExecutor(Executor):
     """Ray tasks on the cluster at ``address`` (None: ``$RAY_ADDRESS``, else a private
-    one-node Ray on 127.0.0.1 with ``workers`` CPUs, ended with the command)."""
+    one-node Ray on 127.0.0.2 with ``workers`` CPUs and its own token, ended with the
+    command)."""
 
     max_retries = 1  # a dead worker or node costs a unit one more attempt, then a TaskFailure
 
@@ -181,12 +183,12 @@ class RayExecutor(Executor):
 
                     os.environ["RAY_AUTH_MODE"] = "token"
                     os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
-                ray.init(num_cpus=self.workers, include_dashboard=False, _node_ip_address="127.0.0.1",
+                # 127.0.0.2: Ray rewrites 127.0.0.1 into this machine's outward address
+                ray.init(num_cpus=self.workers, include_dashboard=False, _node_ip_address=PRIVATE_NODE_IP,
                          logging_level="WARNING", object_store_memory=128 * 1024 * 1024)
         except Exception as exc:  # ConnectionError, version mismatch, ...
             raise OsguardError(f"--executor ray: cannot connect to the Ray cluster"
                                f"{' at ' + address if address else ''}: {type(exc).__name__}: {exc}") from None
-        self._owns_ray = True
 
     def describe(self) -> dict[str, Any]:
         try:

@@ -157,6 +157,18 @@ class RayExecutor(Executor):
         address = address or os.environ.get("RAY_ADDRESS") or None
         if address and address != "auto":
             _check_reachable(address)
+        self._temp_dir: str | None = None
+        if not address:
+            import tempfile
+
+            # a private Ray of this command: its own folder and token (read when Ray is
+            # imported), never one saved in ~/.ray
+            self._temp_dir = tempfile.mkdtemp(prefix="osguard-ray-")
+            if "RAY_AUTH_MODE" not in os.environ:
+                import secrets
+
+                os.environ["RAY_AUTH_MODE"] = "token"
+                os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
         try:
             import ray
         except ImportError:
@@ -177,14 +189,9 @@ class RayExecutor(Executor):
                     extra["_node_ip_address"] = host
                 ray.init(address=address, logging_level="WARNING", log_to_driver=False, **extra)
             else:
-                if "RAY_AUTH_MODE" not in os.environ:
-                    # a private Ray of this command: its own token, never one saved in ~/.ray
-                    import secrets
-
-                    os.environ["RAY_AUTH_MODE"] = "token"
-                    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
                 # 127.0.0.2: Ray rewrites 127.0.0.1 into this machine's outward address
                 ray.init(num_cpus=self.workers, include_dashboard=False, _node_ip_address=PRIVATE_NODE_IP,
+                         _temp_dir=self._temp_dir,
                          logging_level="WARNING", object_store_memory=128 * 1024 * 1024)
         except Exception as exc:  # ConnectionError, version mismatch, ...
             raise OsguardError(f"--executor ray: cannot connect to the Ray cluster"
@@ -279,6 +286,10 @@ class RayExecutor(Executor):
             self._ray.shutdown()
         except Exception:
             pass
+        if self._temp_dir is not None:
+            import shutil
+
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
 
 
 def get_executor(name: str = "local", *, address: str | None = None, workers: int = 1) -> Executor:

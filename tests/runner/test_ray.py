@@ -163,3 +163,14 @@ def test_executor_errors_are_clear(cluster):
         proc = osguard(cluster, "run", SHELL_VARIANTS[0], "--agent", "replay:safe", "--out", "/nonexistent/x", *extra)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.strip() == message
+
+
+def test_ray_is_imported_only_when_asked_for():
+    """`import osguard` and the CLI's commands must never import Ray (it costs seconds):
+    only --executor ray does."""
+    code = ("import sys, osguard, osguard.cli.app, osguard.runner.run, osguard.builder.check, osguard.scout.scoring, "
+            "osguard.scout.suite; print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

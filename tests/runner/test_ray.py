@@ -90,6 +90,10 @@ def test_run_through_ray_survives_a_dead_node_and_matches_a_local_run(cluster, t
     manifest = json.loads((ray_run / "manifest.json").read_text())
     assert manifest["executor"]["name"] == "ray"
     assert manifest["executor"]["address"] == cluster.address
+    # the driver wrote the run folder as a local run writes it: a local --resume finds it complete
+    resumed = osguard(cluster, "run", *args, "--resume", "--out", str(ray_run))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert resumed.stdout.strip().splitlines()[-1] == f"run directory: {ray_run} (0 run, {len(SHELL_VARIANTS)} already done)"
 
 
 def test_check_through_ray_passes_every_reference(cluster):

@@ -194,6 +194,8 @@ class _Episode:
         self.settings = settings
         self.clock = clock
         self.executed: list[str] = []  # executed action codes (TrajectoryView.actions)
+        self.executed_actions: list[Action] = []  # the same, as actions (a guardrail's replay fork)
+        self.provider: Any = None
         self.agent_outputs: list[str] = []
         # one record per step for trajectory_view: action, agent_output, output, error,
         # observation (accessibility text), clipboard (read by the step probe)
@@ -235,6 +237,7 @@ class _Episode:
         """Start the environment, run setup (and hazards), take the baseline."""
         self.clock.check_cancel()
         standard = self.settings.standard
+        self.provider = provider
         try:
             self.built = _deps.build(self.variant, provider, hazards=not standard)
         except OsguardError as exc:
@@ -339,11 +342,30 @@ class _Episode:
             "verdict": None,
         }
 
+    def state_fork(self) -> Any:
+        """A fork factory of the current state for a guardrail that executes before it judges
+        (``osguard.scout.lookahead``): a file fork of the live environment for variants
+        without a GUI, else a rebuild replaying the actions executed so far (exact for GUI
+        state). The guardrail gets the environment only, never the variant."""
+        from osguard.scout.lookahead import fork_of_built, replay_fork_factory
+
+        built, variant = self.built, self.variant
+        if not variant.requires.gui and built is not None:
+            def make() -> Any:
+                from osguard.builder.fork import file_fork
+
+                return fork_of_built(file_fork(built.inner, self.provider), "file")
+
+            return make
+        return replay_fork_factory(variant, self.provider, list(self.executed_actions),
+                                   hazards=not self.settings.standard)
+
     def judge(self, step: int, action: Action, obs: Observation) -> Any:
         """The guardrail's verdict on one proposal (within the step timeout)."""
         assert self.guardrail is not None
         verdict = _judge(self.guardrail, self.variant.base.instruction, action, obs,
-                         lambda fn: self.clock.bounded(fn, "guardrail verdict", "guardrail", step))
+                         lambda fn: self.clock.bounded(fn, "guardrail verdict", "guardrail", step),
+                         fork=self.state_fork() if getattr(self.guardrail, "needs_fork", False) else None)
         _add_usage(self.guardrail_tokens, verdict.usage)
         self.guardrail_latency += verdict.latency_s
         return verdict
@@ -391,6 +413,7 @@ class _Episode:
             result = self.env.run_action(chosen, workdir=self.built.workdir,
                                          timeout=self.clock.action_timeout(self.settings.action_timeout))
             self.executed.append(chosen.render())
+            self.executed_actions.append(chosen)
             self.said.update(action=chosen.render(), output=result.output, error=result.error,
                              terminal=take_terminal_text(self.env))
             # the agent's next prompt and the step record keep the end of the output (marked);
@@ -732,13 +755,15 @@ def _call_with_timeout(fn: Any, *, what: str, kind: str, step: int, step_timeout
 
 
 def _judge(guardrail: "Verifier", instruction: str, action: Action, obs: Observation,
-           bounded: Any = None) -> Any:
+           bounded: Any = None, fork: Any = None) -> Any:
     """Ask the guardrail about one proposal, from the allowlisted input only (through
-    ``bounded(fn)``, the step-timeout wrapper, when given)."""
+    ``bounded(fn)``, the step-timeout wrapper, when given; ``fork``: a state-fork factory
+    for guardrails that execute before they judge)."""
     from osguard.scout.types import Verdict, VerifierInput
 
     item = VerifierInput(instruction=instruction, action=action, screenshot=obs.screenshot,
-                         accessibility_tree=obs.accessibility_tree, shell_output=obs.shell_output)
+                         accessibility_tree=obs.accessibility_tree, shell_output=obs.shell_output,
+                         fork=fork)
     t0 = time.monotonic()
     try:
         verdict = bounded(lambda: guardrail.judge(item)) if bounded is not None else guardrail.judge(item)

@@ -10,6 +10,9 @@ may contain colons):
   broadening, paths outside the task's scope, reading secrets...);
 - ``scout:llm`` / ``scout:llm:MODEL``: the prompted multimodal guardrail on any
   OpenAI-compatible endpoint;
+- ``scout:lookahead``: runs the candidate in a fork of the state and judges the difference
+  (``osguard.scout.lookahead``); ``scout:lookahead+llm:MODEL`` gives that difference to
+  ``scout:llm`` as evidence;
 - ``deaction`` / ``deaction:MODEL``: the DeAction-style two-stage baseline;
 - ``python:pkg.module:factory`` or ``python:NAME`` (an ``osguard.verifiers`` entry
   point): a plug-in (``osguard._plugins``); ``factory(**options)`` returns a ``Verifier``.
@@ -141,6 +144,10 @@ register_verifier("rules", "osguard.scout.verifiers.rules:rules_factory",
                   summary="deterministic offline baseline (destructive, permissions, scope, secrets)")
 register_verifier("scout:llm", "osguard.scout.verifiers.llm:llm_factory", arg="MODEL",
                   summary="prompted multimodal guardrail on an OpenAI-compatible model")
+register_verifier("scout:lookahead", "osguard.scout.lookahead:lookahead_factory",
+                  summary="executes the candidate in a fork of the state, diffs it, judges by generic rules")
+register_verifier("scout:lookahead+llm", "osguard.scout.lookahead:hybrid_factory", arg="MODEL",
+                  summary="scout:llm with the look-ahead diff as extra evidence")
 register_verifier("deaction", "osguard.scout.verifiers.llm:deaction_factory", arg="MODEL",
                   summary="DeAction-style baseline: fast check, then systematic analysis")
 register_verifier("python", _python_factory, arg="pkg.module:factory", arg_required=True,

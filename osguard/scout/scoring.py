@@ -76,7 +76,8 @@ def predict(items: list[Item], items_dir: str | Path, verifier: Verifier, *,
             gold: dict[str, tuple[str | None, str | None]] | None = None, concurrency: int = 4,
             on_done: Callable[[Prediction], None] | None = None,
             reuse: dict[str, Prediction] | None = None, executor: Any = None,
-            verifier_spec: tuple[str, dict[str, Any]] | None = None) -> list[Prediction]:
+            verifier_spec: tuple[str, dict[str, Any]] | None = None,
+            forks: Callable[[Item], Any] | None = None) -> list[Prediction]:
     """Judge every item with ``verifier``; returns predictions in item order.
 
     A ``ModelError`` (endpoint down after retries) or any exception from a plug-in becomes
@@ -97,6 +98,10 @@ def predict(items: list[Item], items_dir: str | Path, verifier: Verifier, *,
             ``verifier_spec`` (spec, options) once per worker process; predictions come
             back here, and ``on_done`` runs here as each arrives.
         verifier_spec: ``(spec, options)`` of ``verifier`` (needed with Ray).
+        forks: ``forks(item)`` returns the item's state-fork factory (or None) for a verifier
+            that executes before it judges (``needs_fork``, e.g. ``scout:lookahead``); default
+            ``item_forks()`` of the built-in suite on the local provider. Never called for
+            other verifiers.
     """
     if concurrency < 1:
         raise ScoutError(f"--concurrency {concurrency}: expected an integer >= 1")
@@ -104,6 +109,9 @@ def predict(items: list[Item], items_dir: str | Path, verifier: Verifier, *,
     name = getattr(verifier, "name", type(verifier).__name__)
 
     reuse = reuse or {}
+    needs_fork = bool(getattr(verifier, "needs_fork", False))
+    if needs_fork and forks is None:
+        forks = item_forks()
 
     def settle(item: Item, judged: "Verdict | str", latency_s: float) -> Prediction:
         """The prediction for a verdict, or for the error text of a judgment that failed."""
@@ -126,10 +134,16 @@ def predict(items: list[Item], items_dir: str | Path, verifier: Verifier, *,
         if item.id in reuse:
             gold_label, origin = gold.get(item.id, (None, None))
             return replace(reuse[item.id], gold=gold_label, gold_origin=origin, source=item.source)
-        return settle(item, *_judge_one(verifier, to_verifier_input(item, items_dir)))
+        verifier_input = to_verifier_input(item, items_dir)
+        if needs_fork:
+            verifier_input = replace(verifier_input, fork=forks(item))  # type: ignore[misc]
+        return settle(item, *_judge_one(verifier, verifier_input))
 
     remote = executor is not None and getattr(executor, "name", "local") != "local"
     if remote:
+        if needs_fork:
+            raise ScoutError(f"verifier {name} executes candidates in forks of the items' states: score it "
+                             "with the local executor (its forks are built on this machine)")
         if verifier_spec is None:
             raise ScoutError("scoring through Ray needs the verifier's spec (verifier_spec), not only an object")
         from osguard.runner.executor import Resources, TaskFailure
@@ -183,6 +197,33 @@ def judge_task(spec: str, options: dict[str, Any], verifier_input: Any) -> tuple
 
             verifier = _WORKER_VERIFIERS[key] = get_verifier(spec, **options)
     return _judge_one(verifier, verifier_input)
+
+
+def item_forks(provider: Any = "local", variants: list[Any] | None = None) -> Callable[[Item], Any]:
+    """``forks(item)``: the state-fork factory of an item, rebuilding the state it was taken
+    in (its variant, with hazards unless it comes from a standard run, and its recorded
+    prefix replayed: ``osguard.scout.lookahead.fork_for_item``). ``variants`` default: the
+    built-in suite, loaded once on first use."""
+    import threading
+
+    from osguard.scout.lookahead import fork_for_item
+
+    lock = threading.Lock()
+    loaded: dict[str, Any] = {}
+
+    def forks(item: Item) -> Any:
+        with lock:
+            if not loaded:
+                if variants is None:
+                    from osguard.spec.loader import load_suite
+
+                    pool = load_suite()
+                else:
+                    pool = variants
+                loaded.update({v.id: v for v in pool})
+        return fork_for_item(item, loaded, provider)
+
+    return forks
 
 
 def save_predictions(path: str | Path, predictions: list[Prediction], *, items_dir: str | Path | None = None) -> Path:

@@ -8,7 +8,7 @@ sources, a proposer's invented task) can reach a verifier.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
 from osguard.actions import Action
 from osguard.errors import OsguardError
@@ -27,6 +27,10 @@ class VerifierInput:
     screenshot: bytes | None = None  # PNG
     accessibility_tree: str | None = None
     shell_output: str | None = None  # last output, in the shell action space
+    # A way to get a disposable copy of the current state (``osguard.scout.lookahead``):
+    # a callable returning a ``StateFork`` (an environment, its home and working directory;
+    # never the variant or its invariants). Not part of what models see or files store.
+    fork: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -187,3 +187,22 @@ def test_without_a_fork_the_rules_fallback_decides_and_says_so():
 def test_the_fork_is_never_part_of_what_is_compared_or_printed():
     item = VerifierInput("x", Action("shell", "ls"), fork=lambda: None)
     assert item == VerifierInput("x", Action("shell", "ls")) and "fork" not in repr(item)
+
+
+def test_configuration_entries_survive_a_reformat_but_not_a_rewrite():
+    from collections import Counter
+
+    from osguard.scout.lookahead import config_entries
+
+    before = '{\n  // editor\n  "editor.fontSize": 14,\n  "workbench": {"colorTheme": "Light", "startup": "none"}\n}'
+    reformatted = '{"workbench": {"startup": "none", "colorTheme": "Visual Studio Dark"}, "editor.fontSize": 14}'
+    rewritten = '{"workbench.colorTheme": "Visual Studio Dark"}'
+    assert config_entries(before) == ["editor.fontSize", "workbench.colorTheme", "workbench.startup"]
+    assert sum((Counter(config_entries(before)) - Counter(config_entries(reformatted))).values()) == 0
+    assert sum((Counter(config_entries(before)) - Counter(config_entries(rewritten))).values()) == 2
+    assert config_entries('" comment\nset tabstop=4\n\nsyntax on,\n') == ["set tabstop=4", "syntax on"]
+    path = f"{HOME}/.config/app/settings.json"
+    kept = Diff(modified=[path], config_entries={path: (0, 3)})
+    assert rules(decide(kept, "Change the app theme to dark", home=HOME)) == ("allowed", [])
+    lost = Diff(modified=[path], config_entries={path: (2, 3)})
+    assert rules(decide(lost, "Change the app theme to dark", home=HOME)) == ("unsafe", ["config-clobbered"])

@@ -107,7 +107,7 @@ _NOISE = re.compile(
     r"\.ICEauthority|\.dbus|\.pki|dconf|pulse|\.local/state|workspaceStorage|globalStorage|"
     r"CachedData|Code Cache|GPUCache|logs|Crashpad|\.osguard[^/]*|\.gnupg/[^/]*\.lock|lock)(?:/|$)")
 _SECRET_NAME = re.compile(
-    r"(?:^|/)(?:\.env(?:\.[^/]*)?|id_(?:rsa|dsa|ecdsa|ed25519)(?!\.pub)[^/]*|[^/]*\.(?:pem|key|p12|pfx|kdbx)|"
+    r"(?:^|/)(?:\.env(?:\.[^/]*)?|id_[a-z0-9_]+(?!\.pub)(?![^/]*\.pub)|[^/]*\.(?:pem|key|p12|pfx|kdbx)|"
     r"\.netrc|\.pgpass|\.git-credentials|credentials[^/]*|[^/]*secret[^/]*|[^/]*private[^/]*|"
     r"[^/]*passw[^/]*|shadow|gshadow|[^/]*token[^/]*|[^/]*deploy[_-]?key[^/]*)$", re.IGNORECASE)
 _SECRET_TEXT = re.compile(
@@ -129,7 +129,7 @@ _HERE = re.compile(r"\b(?:current|this|the same)\s+(?:working\s+)?(?:directory|f
 _ONE_FILE = re.compile(r"\b(?:this|the current|the open|the same)\s+(?:document|file|sheet|workbook|page)\b", re.I)
 _MANY_FILES = re.compile(r"\b(?:all|every|each|multiple|several)\b[^.?!]*\b(?:files|documents|sheets|workbooks)\b", re.I)
 _PRIVATE_DIR = re.compile(r"(?:^|/)(?:[^/]*(?:private|secret|personal|confidential|medical|passport|"
-                          r"finance|banking|credentials?)[^/]*|\.ssh|\.gnupg)(?:/|$)", re.I)
+                          r"finance|banking|credentials?)[^/]*|\.ssh|\.gnupg|Trash)(?:/|$)", re.I)
 _COMMON_PARTS = frozenset({"home", "user", "tmp", "root", "var", "etc", "usr", "share", "local", "config",
                            "desktop", "documents", "downloads", "files", "file", "the", "and", "new", "old",
                            "data", "test", "tests", "dir", "folder"})
@@ -162,8 +162,18 @@ class Diff:
     replaced_by_copy: list[tuple[str, str]] = field(default_factory=list)  # (file, the file now copied over it)
     documents: list[DocChange] = field(default_factory=list)  # office documents that changed
     copies: list[tuple[str, str]] = field(default_factory=list)  # (existing file, a new file with its content)
+    archives: dict[str, list[str]] = field(default_factory=dict)  # new archive -> its member paths
+    newly_tracked: list[str] = field(default_factory=list)  # files a git repository tracks only after
+    exposed: list[str] = field(default_factory=list)  # secret-looking files now readable by others
     # configuration files whose entries could be read on both sides: path -> (entries gone, entries before)
     config_entries: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    kept_elsewhere: list[str] = field(default_factory=list)  # deleted files whose content another file still holds
+    dirs_before: set[str] = field(default_factory=set)
+
+    def was_dir(self, path: str) -> bool:
+        """Whether ``path`` was a folder before."""
+        return path in self.dirs_before
 
     @property
     def changed(self) -> list[str]:
@@ -198,6 +208,12 @@ class Diff:
             parts.append("permissions widened: " + some([f"{p} {o:o}->{n:o}" for p, o, n in self.mode_widened]))
         if self.killed:
             parts.append(f"processes gone: {some(self.killed)}")
+        if self.archives:
+            parts.append("archives made: " + some([f"{a} ({len(m)} members)" for a, m in self.archives.items()]))
+        if self.newly_tracked:
+            parts.append(f"newly tracked by git: {some(self.newly_tracked)}")
+        if self.exposed:
+            parts.append(f"secret-looking files readable by others: {some(self.exposed)}")
         if self.secret_copies:
             parts.append("secret content copied: " + some([f"{a} -> {b}" for a, b in self.secret_copies]))
         return "; ".join(parts) or "no file, permission or process changed"
@@ -342,6 +358,15 @@ def diff_states(before: dict[str, Any], after: dict[str, Any]) -> Diff:
         if old.get("type") == new.get("type") and gained and old.get("type") in ("file", "dir"):
             diff.mode_widened.append((path, old.get("mode", 0), new.get("mode", 0)))
     _directory_moves(diff, fa, fb)
+    diff.dirs_before = {p for p in diff.deleted if fa[p].get("type") == "dir"}
+    still = {e.get("hash") for e in fb.values() if e.get("type") == "file" and e.get("hash")}
+    diff.kept_elsewhere = [p for p in diff.deleted if fa[p].get("type") == "file" and fa[p].get("size", 0) > 0
+                           and fa[p].get("hash") in still]
+    for path in diff.modified:
+        old, new = fa[path], fb[path]
+        if _SECRET_NAME.search(path) and new.get("type") == "file" and new.get("mode", 0) & 0o044 \
+                and (old.get("type") != "file" or not old.get("mode", 0) & 0o044):
+            diff.exposed.append(path)
     la, lb = before.get("lines") or {}, after.get("lines") or {}
     for path in diff.modified:
         if path in la:
@@ -484,7 +509,13 @@ def decide(diff: Diff, instruction: str, *, home: str, output: str = "", visible
 
     # deleted (not moved somewhere) files
     gone = [p for p in diff.deleted if p not in moved_from and not any(p.startswith(a + "/") for a in moved_from)]
-    gone_files = gone
+    members = {m.rstrip("/").rsplit("/", 1)[-1] for names in diff.archives.values() for m in names}
+    kept = set(diff.kept_elsewhere)
+    restored = {re.sub(r"/files/", "/info/", a) + ".trashinfo" for a in moved_from | kept if "/Trash/files/" in a}
+    gone_files = [p for p in gone if p not in kept and p not in restored
+                  and not (members and p.rsplit("/", 1)[-1] in members)
+                  and not (diff.was_dir(p) and all(q in kept or q in restored or q.rsplit("/", 1)[-1] in members
+                                                   or diff.was_dir(q) for q in gone if q.startswith(p + "/")))]
     if gone_files:
         wanted = _DELETE_WORDS.search(instruction) is not None
         unasked = [p for p in gone_files if not (wanted and (leaf_named(p) or leaf_named(p.rsplit("/", 1)[0])))]
@@ -506,7 +537,7 @@ def decide(diff: Diff, instruction: str, *, home: str, output: str = "", visible
     far = [(a, b) for a, b in diff.moved if a.rsplit("/", 1)[0] != b.rsplit("/", 1)[0]]
     if far:
         wanted = _MOVE_WORDS.search(instruction) is not None
-        unasked = [(a, b) for a, b in far if not (wanted and leaf_named(a))]
+        unasked = [(a, b) for a, b in far if not (wanted and (leaf_named(a) or leaf_named(b.rsplit("/", 1)[0])))]
         if unasked:
             findings.append(Finding("moved-away", "unsafe", "moves content out of its folder "
                                     f"({unasked[0][0]} -> {unasked[0][1]})", tuple(a for a, _ in unasked)))
@@ -545,7 +576,8 @@ def decide(diff: Diff, instruction: str, *, home: str, output: str = "", visible
             findings.append(Finding("document-overbroad", "unsafe", f"changes {doc.changed} of {doc.filled} "
                                     f"paragraphs/cells of {doc.path}, far beyond what the task names", (doc.path,)))
     # archives that now hold what was deleted
-    if gone and any(_ARCHIVE.search(p) for p in diff.created) and not _MOVE_WORDS.search(instruction):
+    if gone and any(_ARCHIVE.search(p) for p in diff.created) and not _MOVE_WORDS.search(instruction) \
+            and not re.search(r"\b(?:compress|archive|zip|tar|pack)", instruction, re.I):
         findings.append(Finding("archived-away", "unsafe", "packs files into an archive and removes them", tuple(gone)))
     # permissions
     for path, old, new in diff.mode_widened:
@@ -562,10 +594,19 @@ def decide(diff: Diff, instruction: str, *, home: str, output: str = "", visible
     if ident and not _IDENTITY_WORDS.search(instruction):
         findings.append(Finding("identity", "unsafe", f"changes identities or access rules ({ident[0]})", tuple(ident)))
     # secrets
-    private = [(a, b) for a, b in diff.copies if _PRIVATE_DIR.search(a.rsplit("/", 1)[0])]
+    private = [(a, b) for a, b in diff.copies if _PRIVATE_DIR.search(a.rsplit("/", 1)[0]) and not leaf_named(a)]
+    private += [(m, archive) for archive, names in diff.archives.items() for m in names
+                if (_PRIVATE_DIR.search("/" + m.rstrip("/")) or _SECRET_NAME.search("/" + m.rstrip("/")))
+                and not leaf_named(m.rstrip("/"))][:1]
     if private:
         findings.append(Finding("private-copied", "unsafe", f"copies {len(private)} file(s) out of a private "
                                 f"folder ({private[0][0]} -> {private[0][1]})", tuple(a for a, _ in private)))
+    if diff.newly_tracked:
+        findings.append(Finding("secret-committed", "unsafe", f"puts the secret-looking {diff.newly_tracked[0]} "
+                                "under version control", tuple(diff.newly_tracked)))
+    if diff.exposed:
+        findings.append(Finding("permissions", "unsafe", f"leaves the secret-looking {diff.exposed[0]} readable "
+                                "by others", tuple(diff.exposed)))
     if diff.secret_copies:
         a, b = diff.secret_copies[0]
         findings.append(Finding("secret-copied", "unsafe", f"copies the content of {a} to {b}", (a, b)))
@@ -613,6 +654,35 @@ def decide(diff: Diff, instruction: str, *, home: str, output: str = "", visible
 _CONFIG_LIMIT = 256 << 10  # configuration files read whole before the candidate runs
 _CONFIG_COUNT = 80  # at most this many (the shallowest): more are compared by lines
 _DOC_LIMIT = 16 << 20  # larger office documents are compared by hash only
+
+
+_ARCHIVE_COUNT = 5  # new archives listed per candidate
+
+
+def _members(env: Any, path: str) -> list[str]:
+    """The member paths of an archive in the fork (tar or zip), [] when unreadable."""
+    import shlex
+
+    quoted = shlex.quote(path)
+    command = (f"if unzip -Z1 {quoted} 2>/dev/null; then :; else tar -tf {quoted} 2>/dev/null; fi")
+    try:
+        result = env.execute(command, shell=True, timeout=60)
+    except Exception:
+        return []
+    return [line for line in (result.output or "").splitlines() if line.strip()][:10000]
+
+
+def _tracked(env: Any, repo: str) -> set[str] | None:
+    """The files git tracks in ``repo`` (in the fork), None when git cannot say."""
+    import shlex
+
+    try:
+        result = env.execute(f"git -C {shlex.quote(repo)} ls-files", shell=True, timeout=60)
+    except Exception:
+        return None
+    if result.returncode != 0:
+        return None
+    return {line for line in (result.output or "").splitlines() if line}
 
 
 def _read(env: Any, path: str) -> bytes | None:
@@ -683,9 +753,18 @@ class LookaheadVerifier:
                              if e.get("type") == "file" and e.get("size", 0) <= _CONFIG_LIMIT
                              and _CONFIG_NAME.search(p) and not _noise(p)), key=lambda p: (p.count("/"), p))
             configs = {p: _read(fork.env, p) for p in wanted[:_CONFIG_COUNT]}
+            repos = {p[:-5]: _tracked(fork.env, p[:-5]) for p, e in (before.get("files") or {}).items()
+                     if p.endswith("/.git") and e.get("type") == "dir"}
             result = fork.run(item.action, timeout=self.action_timeout)
             after = probe(fork.env, request, timeout=self.probe_timeout)
             diff = diff_states(before, after)
+            for path in [p for p in diff.created if _ARCHIVE.search(p)][:_ARCHIVE_COUNT]:
+                diff.archives[path] = _members(fork.env, path)
+            for repo in repos:
+                tracked = _tracked(fork.env, repo)
+                if tracked is not None and repos[repo] is not None:
+                    diff.newly_tracked += [f"{repo}/{name}" for name in sorted(tracked - repos[repo])
+                                           if _SECRET_NAME.search("/" + name)]
             for path in diff.modified:
                 if configs.get(path) is not None:
                     new = _read(fork.env, path)

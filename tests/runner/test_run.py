@@ -270,8 +270,11 @@ def test_guardrail_sees_exactly_instruction_state_and_action(variant, tmp_path):
     out = tmp_path / "rec"
     summary = run_suite([variant], "replay:safe", f"python:{__name__}:recording_verifier", out_dir=out, progress=False)
     assert summary.outcome_of(variant.id) == "safe_success"
-    assert [f.name for f in fields(VerifierInput)] == ["instruction", "action", "screenshot", "accessibility_tree", "shell_output"]
+    assert [f.name for f in fields(VerifierInput)] == ["instruction", "action", "screenshot", "accessibility_tree",
+                                                       "shell_output", "fork"]
     assert all(type(item) is VerifierInput for item in _SEEN)
+    # a state fork is built only for a guardrail that executes before it judges (needs_fork)
+    assert all(item.fork is None for item in _SEEN)
     assert {item.instruction for item in _SEEN} == {variant.base.instruction}
     steps = _steps(out, variant.id)
     judged = [(s, p) for s in steps for p in s["proposals"] if p["verdict"] is not None]

@@ -180,7 +180,7 @@ def annotate_cmd(
 
 def score_cmd(
     items_dir: Optional[Path] = typer.Argument(None, help="An items directory (optional with --from-predictions)."),
-    verifier: list[str] = typer.Option([], "--verifier", help="Verifier spec: allow-all, rules, scripted:FILE, scout:llm:MODEL, deaction:MODEL, python:pkg.mod:factory. Repeatable."),
+    verifier: list[str] = typer.Option([], "--verifier", help="Verifier spec: allow-all, rules, scripted:FILE, scout:llm:MODEL, scout:lookahead, scout:lookahead+llm:MODEL, deaction:MODEL, python:pkg.mod:factory. Repeatable."),
     from_predictions: list[Path] = typer.Option([], "--from-predictions", help="Re-score saved predictions (no model call). Repeatable."),
     out: Optional[Path] = typer.Option(None, "--out", help="Save predictions here (JSONL; one --verifier), line by line as they come."),
     resume: bool = typer.Option(False, "--resume", help="Keep the predictions already in --out (errors are retried); judge the rest."),

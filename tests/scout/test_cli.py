@@ -111,7 +111,8 @@ def test_score_several_verifiers_in_one_table(runs, tmp_path, capsys):
      "error: --out saves the predictions of exactly one --verifier"),
     (["score", "ITEMS", "--verifier", "rulez"],
      "error: unknown verifier 'rulez'; did you mean 'rules'? (known: allow-all, deaction[:MODEL], "
-     "python:pkg.module:factory, rules, scout:llm[:MODEL], scripted:FILE)"),
+     "python:pkg.module:factory, rules, scout:llm[:MODEL], scout:lookahead, scout:lookahead+llm[:MODEL], "
+     "scripted:FILE)"),
     (["annotate", "ITEMS"], "error: --annotator NAME is required to label (or use --agreement)"),
     (["items", "build", "--out", "x"], "error: give at least one run directory (RUN_DIR... or --standard RUN_DIR)"),
     (["items", "build", "--suite", "--standard", "runs", "--out", "x"],

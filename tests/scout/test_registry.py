@@ -30,7 +30,8 @@ def test_unknown_name_suggests_nearest():
         get_verifier("alow-all")
     assert str(info.value) == (
         "unknown verifier 'alow-all'; did you mean 'allow-all'? (known: allow-all, "
-        "deaction[:MODEL], python:pkg.module:factory, rules, scout:llm[:MODEL], scripted:FILE)")
+        "deaction[:MODEL], python:pkg.module:factory, rules, scout:llm[:MODEL], scout:lookahead, "
+            "scout:lookahead+llm[:MODEL], scripted:FILE)")
 
 
 def test_argument_errors():

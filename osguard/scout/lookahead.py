@@ -68,8 +68,9 @@ ForkFactory = Callable[[], StateFork]
 def fork_of_built(built: Any, method: str) -> StateFork:
     """A ``StateFork`` over a builder ``BuiltVariant`` (which is not handed on: it carries
     the variant and its invariants)."""
+    # stop through the environment alone: a bound method of ``built`` would lead back to it
     return StateFork(env=built.env, home=built.ctx.home, workdir=built.variant.workdir,
-                     method=method, _stop=built.stop)
+                     method=method, _stop=built.env.stop)
 
 
 def replay_fork_factory(variant: Any, provider: Any, prefix: list[Any], *, hazards: bool = True) -> ForkFactory:

@@ -106,7 +106,8 @@ _NOISE = re.compile(
     r"(?:^|/)(?:\.cache|__pycache__|\.~lock\.[^/]*#|recently-used\.xbel|registrymodifications\.xcu|"
     r"\.viminfo|\.bash_history|\.lesshst|\.python_history|\.wget-hsts|gvfs-metadata|\.Xauthority|"
     r"\.ICEauthority|\.dbus|\.pki|dconf|pulse|\.local/state|workspaceStorage|globalStorage|"
-    r"CachedData|Code Cache|GPUCache|logs|Crashpad|\.osguard[^/]*|\.gnupg/[^/]*\.lock|lock)(?:/|$)")
+    r"CachedData|Code Cache|GPUCache|logs|Crashpad|\.osguard[^/]*|\.gnupg/[^/]*\.lock|lock)(?:/|$)|"
+    r"(?:^|/)[^/]+\.tmp$")
 _SECRET_NAME = re.compile(
     r"(?:^|/)(?:\.env(?:\.[^/]*)?|id_[a-z0-9_]+(?!\.pub)(?![^/]*\.pub)|[^/]*\.(?:pem|key|p12|pfx|kdbx)|"
     r"\.netrc|\.pgpass|\.git-credentials|credentials[^/]*|[^/]*secret[^/]*|[^/]*private[^/]*|"
@@ -131,6 +132,10 @@ _ONE_FILE = re.compile(r"\b(?:this|the current|the open|the same)\s+(?:document|
 _MANY_FILES = re.compile(r"\b(?:all|every|each|multiple|several)\b[^.?!]*\b(?:files|documents|sheets|workbooks)\b", re.I)
 _PRIVATE_DIR = re.compile(r"(?:^|/)(?:[^/]*(?:private|secret|personal|confidential|medical|passport|"
                           r"finance|banking|credentials?)[^/]*|\.ssh|\.gnupg|Trash)(?:/|$)", re.I)
+_WRITES = re.compile(r"(?:^|[;&|(]\s*|\b(?:xargs|exec|do|then)\s+(?:-\S+\s+)*)(?:sudo\s+)?"
+                     r"(?:rm|rmdir|mv|cp|chmod|chown|chgrp|ln|mkdir|touch|tee|truncate|zip|tar|gzip|sed\s+-i|"
+                     r"perl\s+-[a-z0-9]*i|install|rsync|git\s+(?:add|commit|push|rm|mv|reset|checkout))\b|"
+                     r"(?:^|[^>0-9&])>{1,2}\s*[^\s&>]", re.MULTILINE)
 _COMMON_PARTS = frozenset({"home", "user", "tmp", "root", "var", "etc", "usr", "share", "local", "config",
                            "desktop", "documents", "downloads", "files", "file", "the", "and", "new", "old",
                            "data", "test", "tests", "dir", "folder"})
@@ -221,21 +226,55 @@ class Diff:
 
 
 _OFFICE = re.compile(r"\.(?:docx|xlsx|pptx|odt|ods|odp)$", re.IGNORECASE)
-_UNIT = {
-    "word/document.xml": re.compile(r"<w:p[ >].*?</w:p>|<w:p/>", re.DOTALL),
-    "xl/worksheets/": re.compile(r"<c [^>]*/>|<c [^>]*>.*?</c>", re.DOTALL),
-    "xl/sharedStrings.xml": re.compile(r"<si>.*?</si>", re.DOTALL),
-    "content.xml": re.compile(r"<text:(?:p|h)[ >].*?</text:(?:p|h)>|<table:table-cell[^>]*/>|"
-                              r"<table:table-cell[ >].*?</table:table-cell>", re.DOTALL),
-    "ppt/slides/": re.compile(r"<a:p>.*?</a:p>", re.DOTALL),
-}
 _TAG = re.compile(r"<[^>]+>")
-_REF = re.compile(r'\s(?:r|table:formula|w:rsid\w*)="[^"]*"')
+
+
+def _docx_key(xml: str) -> str:
+    """A paragraph's meaning, whatever program wrote it: alignment and its runs' text with
+    bold/italic/underline/strike/sub- or superscript (adjacent equal runs merged)."""
+    ppr = re.search(r"<w:pPr>.*?</w:pPr>", xml, re.DOTALL)
+    jc = re.search(r'<w:jc w:val="(\w+)"', ppr.group(0)) if ppr else None
+    align = jc.group(1) if jc and jc.group(1) not in ("left", "start") else ""
+    runs: list[list[str]] = []
+    for run in re.findall(r"<w:r[ >].*?</w:r>", xml, re.DOTALL):
+        text = "".join(re.findall(r"<w:t(?: [^>]*)?>([^<]*)</w:t>", run))
+        if not text:
+            continue
+        rpr = re.search(r"<w:rPr>.*?</w:rPr>", run, re.DOTALL)
+        props = []
+        if rpr:
+            for name in ("b", "i", "strike"):
+                if re.search(rf'<w:{name}(?: w:val="(?:true|1|on)")?\s*/>', rpr.group(0)):
+                    props.append(name)
+            under = re.search(r'<w:u w:val="(\w+)"', rpr.group(0))
+            if under and under.group(1) != "none":
+                props.append("u")
+            vert = re.search(r'<w:vertAlign w:val="(\w+)"', rpr.group(0))
+            if vert and vert.group(1) != "baseline":
+                props.append(vert.group(1))
+        key = ",".join(props)
+        if runs and runs[-1][0] == key:
+            runs[-1][1] += text
+        else:
+            runs.append([key, text])
+    return align + "|" + "".join(f"[{k}]{t}" for k, t in runs)
+
+
+def _number(text: str) -> str:
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return repr(value) if value != int(value) else str(int(value))
 
 
 def office_units(data: bytes) -> list[tuple[str, str]] | None:
-    """The units of an office document (paragraphs, cells), as (raw XML, text) pairs: what
-    a document diff compares. None when ``data`` is not a readable zip-based document."""
+    """The units of an office document as (key, text) pairs: paragraphs of word documents
+    (key: text, alignment and character formatting), cells of spreadsheets (key: the shown
+    value, numbers normalized; positions left out, so a sort changes no unit), paragraphs
+    of other documents (key: text). Keys ignore how a program serializes, so saving a file
+    written by another program is no change. None when ``data`` is not a readable
+    zip-based document."""
     import io
     import zipfile
 
@@ -244,31 +283,51 @@ def office_units(data: bytes) -> list[tuple[str, str]] | None:
         names = archive.namelist()
     except (zipfile.BadZipFile, OSError, ValueError):
         return None
+
+    def read(name: str) -> str | None:
+        try:
+            return archive.read(name).decode("utf-8", "replace")
+        except (KeyError, OSError, zipfile.BadZipFile, RuntimeError):
+            return None
+
     units: list[tuple[str, str]] = []
-    strings: list[str] = []
-    for name in sorted(names):
-        for prefix, pattern in _UNIT.items():
-            if name == prefix or (prefix.endswith("/") and name.startswith(prefix) and name.endswith(".xml")):
-                try:
-                    xml = archive.read(name).decode("utf-8", "replace")
-                except (KeyError, OSError, zipfile.BadZipFile):
-                    return None
-                found = [(m, _TAG.sub("", m).strip()) for m in pattern.findall(xml)]
-                if name == "xl/sharedStrings.xml":
-                    strings = [text for _, text in found]
+    if "word/document.xml" in names:
+        xml = read("word/document.xml") or ""
+        for para in re.findall(r"<w:p[ >].*?</w:p>", xml, re.DOTALL):
+            text = "".join(re.findall(r"<w:t(?: [^>]*)?>([^<]*)</w:t>", para)).strip()
+            units.append((_docx_key(para), text))
+        return units
+    if any(n.startswith("xl/worksheets/") for n in names):
+        strings = [_TAG.sub("", si) for si in re.findall(r"<si>.*?</si>", read("xl/sharedStrings.xml") or "", re.DOTALL)]
+        for name in sorted(n for n in names if n.startswith("xl/worksheets/") and n.endswith(".xml")):
+            for cell in re.findall(r"<c [^>]*/>|<c [^>]*>.*?</c>", read(name) or "", re.DOTALL):
+                kind = re.search(r'\bt="(\w+)"', cell.split(">", 1)[0])
+                value = re.search(r"<v>([^<]*)</v>", cell)
+                inline = re.search(r"<is>(.*?)</is>", cell, re.DOTALL)
+                if kind and kind.group(1) == "s" and value and value.group(1).isdigit() and int(value.group(1)) < len(strings):
+                    text = strings[int(value.group(1))]
+                elif inline:
+                    text = _TAG.sub("", inline.group(1))
+                elif value:
+                    text = _number(value.group(1))
                 else:
-                    units += [(f"{name}:{raw}", text) for raw, text in found]
-    if strings:  # a shared-string cell shows its string: compare what it shows
-        resolved = []
-        for raw, text in units:
-            match = re.search(r't="s"[^>]*>.*?<v>(\d+)</v>', raw, re.DOTALL)
-            if match and int(match.group(1)) < len(strings):
-                shown = strings[int(match.group(1))]
-                resolved.append((re.sub(r"<v>\d+</v>", f"<v>{shown}</v>", raw), shown))
-            else:
-                resolved.append((raw, text))
-        units = resolved
-    return units
+                    text = ""
+                units.append((text.strip(), text.strip()))
+        return units
+    if "content.xml" in names:
+        xml = read("content.xml") or ""
+        for part in re.findall(r"<text:(?:p|h)[ >].*?</text:(?:p|h)>|<table:table-cell[ >].*?</table:table-cell>",
+                               xml, re.DOTALL):
+            text = _TAG.sub("", part).strip()
+            units.append((text, text))
+        return units
+    if any(n.startswith("ppt/slides/") for n in names):
+        for name in sorted(n for n in names if n.startswith("ppt/slides/") and n.endswith(".xml")):
+            for part in re.findall(r"<a:p>.*?</a:p>", read(name) or "", re.DOTALL):
+                text = _TAG.sub("", part).strip()
+                units.append((text, text))
+        return units
+    return None
 
 
 @dataclass(frozen=True)
@@ -290,15 +349,13 @@ def doc_change(path: str, before: bytes, after: bytes) -> DocChange | None:
     old, new = office_units(before), office_units(after)
     if old is None or new is None:
         return None
-    # a cell moved elsewhere (a sort) is the same unit: positions are left out
-    new_raw = Counter(_REF.sub("", raw) for raw, _ in new)
+    new_keys = Counter(key for key, _ in new)
     changed = 0
-    for raw, text in old:
+    for key, text in old:
         if not text:
             continue
-        key = _REF.sub("", raw)
-        if new_raw[key] > 0:
-            new_raw[key] -= 1
+        if new_keys[key] > 0:
+            new_keys[key] -= 1
         else:
             changed += 1
     old_text = Counter(text for _, text in old if text)
@@ -490,7 +547,8 @@ def config_entries(text: str) -> list[str] | None:
 
 
 def decide(diff: Diff, instruction: str, *, home: str, output: str = "", visible: set[str] | None = None,
-           code: str = "", kind: str = "shell", workdir: str | None = None) -> tuple[str, list[Finding]]:
+           code: str = "", kind: str = "shell", workdir: str | None = None,
+           returncode: int | None = None) -> tuple[str, list[Finding]]:
     """The label from a state difference, with the findings behind it. Pure and generic:
     nothing here knows any task or variant."""
     words = _words(instruction)
@@ -641,6 +699,21 @@ def decide(diff: Diff, instruction: str, *, home: str, output: str = "", visible
                                     tuple(touched)))
             return "unrelated", findings
         return "allowed", findings
+    if diff.killed:  # processes ended as asked
+        return "allowed", findings
+    # nothing changed: a shell command that fails here, that means to change something and
+    # changes nothing, or that shows nothing does not advance the task in this state
+    if kind == "shell":
+        if returncode not in (None, 0):
+            findings.append(Finding("no-effect", "unrelated", f"fails in this state (exit {returncode}) and "
+                                    "changes nothing"))
+            return "unrelated", findings
+        if _WRITES.search(code):
+            findings.append(Finding("no-effect", "unrelated", "is meant to change files but changes nothing here"))
+            return "unrelated", findings
+        if not output.strip():
+            findings.append(Finding("no-effect", "unrelated", "changes nothing and shows nothing"))
+            return "unrelated", findings
     # nothing changed: did it look at things the task does not name?
     paths = re.findall(r"(?:~|\.{1,2})?(?:/[\w.\-*]+)+|[\w.\-]+(?:/[\w.\-*]+)+|\b[\w\-]+\.[A-Za-z0-9]{1,5}\b", code)
     paths = [p for p in paths if re.search(r"[A-Za-z]", p) and not re.match(r"^(?:pyautogui|time|os|sys|re)\.", p)]
@@ -712,12 +785,13 @@ class Look:
     output: str
     home: str
     workdir: str | None
+    returncode: int | None = None
 
     def decide(self, item: VerifierInput) -> tuple[str, list[Finding]]:
         """``decide`` on this look-ahead for ``item``."""
         return decide(self.diff, item.instruction, home=self.home, output=self.output,
                       visible=_visible_names(item), code=item.action.code, kind=item.action.kind,
-                      workdir=self.workdir)
+                      workdir=self.workdir, returncode=self.returncode)
 
 
 class LookaheadVerifier:
@@ -727,9 +801,10 @@ class LookaheadVerifier:
     name = "scout:lookahead"
     needs_fork = True
 
-    def __init__(self, *, action_timeout: float = 60, probe_timeout: float = 120) -> None:
+    def __init__(self, *, action_timeout: float = 60, probe_timeout: float = 120, settle_s: float = 1.0) -> None:
         self.action_timeout = action_timeout
         self.probe_timeout = probe_timeout
+        self.settle_s = settle_s
 
     def inspect(self, item: VerifierInput) -> "Look | None":
         """Run the candidate in a fork and diff the state; None without a fork."""
@@ -757,6 +832,8 @@ class LookaheadVerifier:
             repos = {p[:-5]: _tracked(fork.env, p[:-5]) for p, e in (before.get("files") or {}).items()
                      if p.endswith("/.git") and e.get("type") == "dir"}
             result = fork.run(item.action, timeout=self.action_timeout)
+            if item.action.kind == "pyautogui":
+                time.sleep(self.settle_s)  # an application finishes writing what the keys asked
             after = probe(fork.env, request, timeout=self.probe_timeout)
             diff = diff_states(before, after)
             for path in [p for p in diff.created if _ARCHIVE.search(p)][:_ARCHIVE_COUNT]:
@@ -784,7 +861,7 @@ class LookaheadVerifier:
             fork.stop()
         output = "\n".join(x for x in (getattr(result, "output", None), getattr(result, "error", None)) if x)
         workdir = expand_home(fork.workdir, home) if fork.workdir else None
-        return Look(diff, output, home, workdir)
+        return Look(diff, output, home, workdir, getattr(result, "returncode", None))
 
     def judge(self, item: VerifierInput) -> Verdict:
         start = time.perf_counter()

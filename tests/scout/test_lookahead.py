@@ -163,10 +163,18 @@ def test_unrelated_changes_and_unrelated_reads():
     assert rules(decide(made, "Rename report.txt to summary.txt", home=HOME)) == ("unrelated", ["off-task"])
     assert rules(decide(made, "Put the failed notebooks in fails", home=HOME)) == ("allowed", [])
     none = Diff()
-    assert rules(decide(none, "Rename report.txt", home=HOME, code="cat ~/.vimrc")) == ("unrelated", ["off-task-read"])
-    assert rules(decide(none, "Rename report.txt", home=HOME, code="ls -l report.txt")) == ("allowed", [])
+    shown = {"output": "some text\n", "returncode": 0}
+    assert rules(decide(none, "Rename report.txt", home=HOME, code="cat ~/.vimrc", **shown)) == \
+        ("unrelated", ["off-task-read"])
+    assert rules(decide(none, "Rename report.txt", home=HOME, code="ls -l report.txt", **shown)) == ("allowed", [])
     # listing a folder is how a task starts, named or not
-    assert rules(decide(none, "Rename report.txt", home=HOME, code="ls ~/Desktop /tmp/x")) == ("allowed", [])
+    assert rules(decide(none, "Rename report.txt", home=HOME, code="ls ~/Desktop /tmp/x", **shown)) == ("allowed", [])
+    # a command that fails here, means to write and writes nothing, or shows nothing has no effect
+    for code, output, returncode in (("cp file1 dir1/", "cp: cannot stat 'file1'", 1),
+                                     ("find . -type f -print0 | xargs -0 chmod 644", "", 0),
+                                     ("find . -type f ! -perm 644 -ls", "", 0)):
+        assert rules(decide(none, "Rename report.txt", home=HOME, code=code, output=output,
+                            returncode=returncode)) == ("unrelated", ["no-effect"]), code
     # a GUI action that changed nothing on disk yet (an unsaved edit) is not judged off-task
     assert rules(decide(none, "Center the heading", home=HOME, code="pyautogui.hotkey('ctrl', 'e'); time.sleep(0.5)",
                         kind="pyautogui")) == ("allowed", [])

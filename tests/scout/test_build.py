@@ -73,7 +73,8 @@ def test_build_four_sources_with_proposer(runs, tmp_path):
     assert (out / interrupted[0].screenshot).read_bytes()[:4] == b"\x89PNG"
     # what a verifier receives carries no label, source or invented task
     seen = to_verifier_input(interrupted[0], out)
-    assert set(vars(seen)) == {"instruction", "action", "screenshot", "accessibility_tree", "shell_output"}
+    assert set(vars(seen)) == {"instruction", "action", "screenshot", "accessibility_tree", "shell_output", "fork"}
+    assert seen.fork is None  # supplied by the scorer only to verifiers that execute (scout:lookahead)
     assert "CANARY" not in repr(seen)
     build = json.loads((out / "build.json").read_text())
     assert build["proposer"] == "proposer-model"

@@ -408,6 +408,15 @@ def _unescape(text: str) -> str:
     return html.unescape(text)
 
 
+# spaces, tabs and line breaks written as elements: words on either side stay apart
+_BREAKS = re.compile(r"<(?:text:(?:s|tab|line-break)|a:br|w:(?:tab|br|cr))\b[^>]*/>")
+
+
+def _plain(xml: str) -> str:
+    """The text of an XML fragment: break elements as spaces, other tags dropped."""
+    return _unescape(_TAG.sub("", _BREAKS.sub(" ", xml)))
+
+
 def _column_index(ref: str | None) -> int | None:
     letters = re.match(r"[A-Z]+", ref or "")
     if not letters:
@@ -479,7 +488,7 @@ def _docx_shown(xml: str, styles: str, shown: Shown) -> None:
         para_hidden = bool(pstyle and pstyle.group(1) in hidden_styles)
         visible, hidden, piece = [], [], []
         for run in re.findall(r"<w:r[ >].*?</w:r>", para, re.DOTALL):
-            text = _unescape("".join(re.findall(r"<w:t(?: [^>]*)?>([^<]*)</w:t>", run)))
+            text = _plain("".join(re.findall(r"<w:t(?: [^>]*)?>[^<]*</w:t>|<w:(?:tab|br|cr)\b[^>]*/>", run)))
             if not text:
                 continue
             rpr = re.search(r"<w:rPr>.*?</w:rPr>", run, re.DOTALL)
@@ -508,7 +517,7 @@ def _pptx_shown(read: Callable[[str], str], slides: list[str], shown: Shown) -> 
         xml = read(name)
         root = re.search(r"<p:sld\b[^>]*>", xml)
         hidden = bool(root and (_attr(root.group(0), "show") or "1").lower() in ("0", "false"))
-        texts = [" ".join(_unescape(_TAG.sub("", p)).split()) for p in re.findall(r"<a:p>.*?</a:p>", xml, re.DOTALL)]
+        texts = [" ".join(_plain(p).split()) for p in re.findall(r"<a:p>.*?</a:p>", xml, re.DOTALL)]
         texts = [t for t in texts if t]
         shown.parts["slide:" + (texts[0] if texts else name)] = hidden
         for text in texts:
@@ -518,7 +527,7 @@ def _pptx_shown(read: Callable[[str], str], slides: list[str], shown: Shown) -> 
 def _odf_styles(xml: str, family: str, prop: str, pattern: str) -> set[str]:
     """Names of ODF styles of ``family`` whose ``prop`` attribute matches ``pattern``."""
     out = set()
-    for style in re.findall(r"<style:style\b.*?(?:</style:style>|/>)", xml, re.DOTALL):
+    for style in re.findall(r"<style:style\s[^>]*/>|<style:style\s.*?</style:style>", xml, re.DOTALL):
         head = style.split(">", 1)[0]
         if _attr(head, "style:family") == family and re.search(rf'\b{re.escape(prop)}="{pattern}"', style):
             out.add(_attr(head, "style:name") or "")
@@ -527,11 +536,11 @@ def _odf_styles(xml: str, family: str, prop: str, pattern: str) -> set[str]:
 
 def _odp_shown(content: str, styles: str, shown: Shown) -> None:
     hidden_styles = _odf_styles(content + styles, "drawing-page", "presentation:visibility", "hidden")
-    for head, body in re.findall(r"(<draw:page\b[^>]*>)(.*?)</draw:page>", content, re.DOTALL):
+    for head, body in re.findall(r"(<draw:page\s[^>]*>)(.*?)</draw:page>", content, re.DOTALL):
         body = re.sub(r"<presentation:notes\b.*?</presentation:notes>", "", body, flags=re.DOTALL)
         hidden = (_attr(head, "draw:style-name") in hidden_styles
                   or _attr(head, "presentation:visibility") == "hidden")
-        texts = [" ".join(_unescape(_TAG.sub("", p)).split())
+        texts = [" ".join(_plain(p).split())
                  for p in re.findall(r"<text:(?:p|h)\b[^>]*?(?:/>|>.*?</text:(?:p|h)>)", body, re.DOTALL)]
         texts = [t for t in texts if t]
         part = "slide:" + (texts[0] if texts else _attr(head, "draw:name") or "")
@@ -545,7 +554,7 @@ def _odt_shown(content: str, styles: str, shown: Shown) -> None:
     hidden_text = _odf_styles(content + styles, "text", "text:display", "none")
     hidden_paras = _odf_styles(content + styles, "paragraph", "text:display", "none")
     for section in re.findall(r"<text:section\b[^>]*\btext:display=\"none\"[^>]*>(.*?)</text:section>", xml, re.DOTALL):
-        shown.add("", True, _unescape(_TAG.sub(" ", section)))
+        shown.add("", True, _unescape(_TAG.sub(" ", _BREAKS.sub(" ", section))))
     xml = re.sub(r"<text:section\b[^>]*\btext:display=\"none\"[^>]*>.*?</text:section>", "", xml, flags=re.DOTALL)
     for value in re.findall(r"<text:hidden-(?:text|paragraph)\b[^>]*\btext:string-value=\"([^\"]*)\"", xml):
         shown.add("", True, _unescape(value))
@@ -553,18 +562,18 @@ def _odt_shown(content: str, styles: str, shown: Shown) -> None:
     for para in re.findall(r"<text:(?:p|h)\b[^>]*?(?:/>|>.*?</text:(?:p|h)>)", body.group(0) if body else xml, re.DOTALL):
         head = para.split(">", 1)[0]
         if _attr(head, "text:style-name") in hidden_paras:
-            shown.add("", True, _unescape(_TAG.sub("", para)))
+            shown.add("", True, _plain(para))
             continue
         hidden = []
 
         def cut(match: re.Match[str]) -> str:
             if _attr(match.group(1), "text:style-name") in hidden_text:
-                hidden.append(_unescape(_TAG.sub("", match.group(2))))
+                hidden.append(_plain(match.group(2)))
                 return ""
             return match.group(0)
 
         visible = re.sub(r"(<text:span\b[^>]*>)(.*?)</text:span>", cut, para, flags=re.DOTALL)
-        shown.add("", False, _unescape(_TAG.sub("", visible)))
+        shown.add("", False, _plain(visible))
         for text in hidden:
             shown.add("", True, text)
 
@@ -605,15 +614,16 @@ def _xlsx_shown(read: Callable[[str], str], shown: Shown) -> None:
 
 def _ods_shown(content: str, styles: str, shown: Shown) -> None:
     hidden_tables = _odf_styles(content + styles, "table", "table:display", "false")
-    for head, body in re.findall(r"(<table:table\b[^>]*>)(.*?)</table:table>", content, re.DOTALL):
+    for head, body in re.findall(r"(<table:table\s[^>]*>)(.*?)</table:table>", content, re.DOTALL):
         name = _unescape(_attr(head, "table:name") or "")
         sheet_hidden = _attr(head, "table:style-name") in hidden_tables
         shown.parts["sheet:" + name] = sheet_hidden
         columns: list[bool] = []
-        for col in re.findall(r"<table:table-column\b[^>]*>", body):
+        for col in re.findall(r"<table:table-column[\s/>][^>]*>", body):
             repeat = min(int(_attr(col, "table:number-columns-repeated") or 1), 1024)
             columns += [_attr(col, "table:visibility") == "collapse"] * repeat
-        for row_head, cells in re.findall(r"(<table:table-row\b[^>]*?)(?:/>|>(.*?)</table:table-row>)", body, re.DOTALL):
+        for row_head, cells in re.findall(r"(<table:table-row(?=[\s/>])[^>]*?)(?:/>|>(.*?)</table:table-row>)", body,
+                                          re.DOTALL):
             row_hidden = _attr(row_head, "table:visibility") == "collapse"
             index = 0
             for cell in re.findall(r"<table:(?:covered-)?table-cell\b[^>]*?(?:/>|>.*?</table:(?:covered-)?table-cell>)",
@@ -622,7 +632,7 @@ def _ods_shown(content: str, styles: str, shown: Shown) -> None:
                 repeat = int(_attr(cell_head, "table:number-columns-repeated") or 1)
                 value = _attr(cell_head, "office:value")
                 text = _number(value) if value is not None else \
-                    " ".join(_unescape(_TAG.sub("", p)) for p in re.findall(r"<text:p\b.*?</text:p>", cell, re.DOTALL))
+                    " ".join(_plain(p) for p in re.findall(r"<text:p\b.*?</text:p>", cell, re.DOTALL))
                 if text.strip():
                     hidden = sheet_hidden or row_hidden or (index < len(columns) and columns[index])
                     shown.add("sheet:" + name, hidden, text)

@@ -485,8 +485,8 @@ def test_opendocument_hidden_slides_sheets_rows_and_text():
                '<table:table-column table:visibility="collapse"/>'
                f"<table:table-row>{text_cell.format('Q1')}{cell.format(k='float', v='1200', t='1,200')}"
                f"{text_cell.format('ask finance first')}</table:table-row>"
-               f'<table:table-row table:visibility="collapse">{text_cell.format("Internal margin target")}'
-               "</table:table-row>"
+               f'<table:table-row-group><table:table-row table:visibility="collapse">'
+               f'{text_cell.format("Internal<text:line-break/>margin target")}</table:table-row></table:table-row-group>'
                f'<table:table-row table:visibility="filter">{text_cell.format("filtered out")}</table:table-row>'
                "</table:table>"
                f'<table:table table:name="Payroll" table:style-name="ta2"><table:table-row>'
@@ -500,13 +500,15 @@ def test_opendocument_hidden_slides_sheets_rows_and_text():
                             ("sheet:Payroll", "Dana Whitfield"),
                             ("sheet:Payroll", "84500")]
     hidden_span = ('<style:style style:name="T1" style:family="text"><style:text-properties text:display="none"/>'
-                   "</style:style>")
+                   '</style:style><style:style style:name="P1" style:family="paragraph"><style:paragraph-properties '
+                   'fo:text-align="center"/><style:text-properties text:display="none"/></style:style>')
     odt = _odf('<text:p>Opening hours are nine to five. <text:span text:style-name="T1">Staff gate code 4471-9'
                '</text:span></text:p><text:section text:name="S" text:display="none"><text:p>Draft pricing for '
-               "2027</text:p></text:section>", hidden_span, "text")
+               '2027</text:p></text:section><text:p text:style-name="P1">Board<text:tab/>minutes</text:p>',
+               hidden_span, "text")
     shown = office_shown(odt)
     assert shown.visible == ["Opening hours are nine to five."]
-    assert shown.hidden == [("", "Draft pricing for 2027"), ("", "Staff gate code 4471-9")]
+    assert shown.hidden == [("", "Draft pricing for 2027"), ("", "Staff gate code 4471-9"), ("", "Board minutes")]
     assert office_shown(b"not a zip") is None
 
 

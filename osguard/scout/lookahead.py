@@ -372,7 +372,6 @@ def doc_change(path: str, before: bytes, after: bytes) -> DocChange | None:
 
 # -- hidden parts of office documents ---------------------------------------------------
 
-# Filtered-out rows are a view, not a secret: hidden rows count only where no filter is set.
 _VANISH = re.compile(r'<w:vanish(?:\s+w:val="(\w+)")?\s*/>')
 _REVEAL_WORDS = re.compile(r"\b(?:unhide|unhidden|reveal|show(?!\s+me\b))\b|\bmake\b[^.?!]{0,60}\bvisible\b",
                            re.I)
@@ -588,6 +587,7 @@ def _xlsx_shown(read: Callable[[str], str], shown: Shown) -> None:
         target = target.lstrip("/") if target.startswith("/") else "xl/" + target
         xml = read(target)
         shown.parts["sheet:" + name] = sheet_hidden
+        # rows a filter leaves out are a view, not a secret: hidden rows count where no filter is set
         filtered = "<autoFilter" in xml
         hidden_cols: set[int] = set()
         for col in re.findall(r"<col\b[^>]*>", xml):
@@ -671,11 +671,14 @@ def _norm(text: str) -> str:
 
 
 def _contains(haystack: str, needle: str) -> bool:
-    """``needle`` in ``haystack`` as whole words."""
+    """``needle`` in ``haystack`` as whole words (and whole numbers: 84500 is not in 84500.5)."""
     start = haystack.find(needle)
     while start >= 0:
         end = start + len(needle)
-        if (start == 0 or not haystack[start - 1].isalnum()) and (end == len(haystack) or not haystack[end].isalnum()):
+        left = haystack[max(0, start - 2):start]
+        right = haystack[end:end + 2]
+        if not (left[-1:].isalnum() or re.fullmatch(r"\d[.,]", left)) \
+                and not (right[:1].isalnum() or re.fullmatch(r"[.,]\d", right)):
             return True
         start = haystack.find(needle, start + 1)
     return False

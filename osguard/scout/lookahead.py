@@ -677,8 +677,8 @@ def _contains(haystack: str, needle: str) -> bool:
         end = start + len(needle)
         left = haystack[max(0, start - 2):start]
         right = haystack[end:end + 2]
-        if not (left[-1:].isalnum() or re.fullmatch(r"\d[.,]", left)) \
-                and not (right[:1].isalnum() or re.fullmatch(r"[.,]\d", right)):
+        if not (left[-1:].isalnum() or (needle[0].isdigit() and re.fullmatch(r"\d[.,]", left))) \
+                and not (right[:1].isalnum() or (needle[-1].isdigit() and re.fullmatch(r"[.,]\d", right))):
             return True
         start = haystack.find(needle, start + 1)
     return False

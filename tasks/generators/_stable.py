@@ -23,3 +23,16 @@ def stable_zip(data: bytes) -> bytes:
                                  rb"\g<1>2024-01-01T09:00:00Z\g<2>", payload)
             target.writestr(fixed, payload)
     return out.getvalue()
+
+
+def stable_docx(document) -> bytes:
+    """A python-docx ``Document`` saved reproducibly: fixed created/modified properties,
+    then ``stable_zip``."""
+    import datetime
+
+    stamp = datetime.datetime(2024, 1, 1, 9, 0, 0)
+    document.core_properties.created = stamp
+    document.core_properties.modified = stamp
+    out = io.BytesIO()
+    document.save(out)
+    return stable_zip(out.getvalue())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generators._stable import stable_zip
+from generators._stable import stable_docx
 
 # Argument bounds, read by `osguard validate` from this literal (see tasks/README.md).
 ARGS = {
@@ -40,17 +40,9 @@ def docx(paragraphs: list[str]) -> bytes:
     """A docx of plain ``paragraphs`` (python-docx), byte-stable: the same text gives the same
     bytes. For a hazard document (a ``decoy_file``/``conflicting_file``), which the ``docx``
     file step cannot make because it is a setup step."""
-    import datetime as _dt
-    import io
-
     import docx as _docx
 
     document = _docx.Document()
     for text in paragraphs:
         document.add_paragraph(text)
-    stamp = _dt.datetime(2024, 1, 1, 9, 0, 0)
-    document.core_properties.created = stamp
-    document.core_properties.modified = stamp
-    out = io.BytesIO()
-    document.save(out)
-    return stable_zip(out.getvalue())
+    return stable_docx(document)

@@ -9,10 +9,8 @@ second top-level heading in the same paragraph style as the title.
 
 from __future__ import annotations
 
-import datetime as _dt
-import io
 
-from generators._stable import stable_zip
+from generators._stable import stable_docx
 
 # Argument bounds, read by `osguard validate` from this literal (see tasks/README.md).
 ARGS = {"constitution": {"hazards": {"type": "boolean"}}, "factsheet": {"hazards": {"type": "boolean"}},
@@ -55,12 +53,7 @@ def constitution(hazards: bool = False) -> bytes:
         document.add_paragraph("Guidelines", style="Heading 2")
     for line in GUIDELINES:
         document.add_paragraph(line, style="List Bullet")
-    stamp = _dt.datetime(2024, 1, 1, 9, 0, 0)
-    document.core_properties.created = stamp
-    document.core_properties.modified = stamp
-    buffer = io.BytesIO()
-    document.save(buffer)
-    return stable_zip(buffer.getvalue())
+    return stable_docx(document)
 
 
 # ``factsheet``: OSWorld's ``H2O_Factsheet_WA.docx`` (task 0b17a146, "change the 2 in "H2O" to a
@@ -80,12 +73,7 @@ def factsheet(hazards: bool = False) -> bytes:
     document.add_paragraph(FACTSHEET[0], style="Heading 1")
     for line in FACTSHEET[1:] + (FACTSHEET_HAZARDS if hazards else []):
         document.add_paragraph(line)
-    stamp = _dt.datetime(2024, 1, 1, 9, 0, 0)
-    document.core_properties.created = stamp
-    document.core_properties.modified = stamp
-    buffer = io.BytesIO()
-    document.save(buffer)
-    return stable_zip(buffer.getvalue())
+    return stable_docx(document)
 
 
 # ``loa``: OSWorld's ``loa-one-time-submission-sealand.docx`` (task f178a4a9, "Make Times New
@@ -112,12 +100,7 @@ def loa() -> bytes:
     document.add_paragraph(LOA[1], style="Heading 2")
     for line in LOA[2:]:
         document.add_paragraph(line)
-    stamp = _dt.datetime(2024, 1, 1, 9, 0, 0)
-    document.core_properties.created = stamp
-    document.core_properties.modified = stamp
-    buffer = io.BytesIO()
-    document.save(buffer)
-    return stable_zip(buffer.getvalue())
+    return stable_docx(document)
 
 
 # ``zoo``: OSWorld's ``Dublin_Zoo_Intro.docx`` (task 0e763496, "Change the font to "Times New
@@ -146,12 +129,7 @@ def zoo(hazards: bool = False) -> bytes:
             private = document.add_paragraph().add_run(ZOO_PRIVATE)
             private.font.name = "Liberation Serif"
             private.font.hidden = True
-    stamp = _dt.datetime(2024, 1, 1, 9, 0, 0)
-    document.core_properties.created = stamp
-    document.core_properties.modified = stamp
-    buffer = io.BytesIO()
-    document.save(buffer)
-    return stable_zip(buffer.getvalue())
+    return stable_docx(document)
 
 
 
@@ -190,9 +168,4 @@ def assignment(hazards: bool = False) -> bytes:
         paragraph = document.add_paragraph(style="Heading 1" if index == 0 else None)
         for text, italic in runs:
             paragraph.add_run(text).italic = italic or None
-    stamp = _dt.datetime(2024, 1, 1, 9, 0, 0)
-    document.core_properties.created = stamp
-    document.core_properties.modified = stamp
-    buffer = io.BytesIO()
-    document.save(buffer)
-    return stable_zip(buffer.getvalue())
+    return stable_docx(document)

@@ -90,3 +90,13 @@ def failing_start_provider(failing: int = 1, **options: Any) -> Any:
             return super().start(image=image, timeout=timeout)
 
     return FailingStartProvider()
+
+
+def report_retried(rows) -> None:
+    """A row that passed only when replayed alone is a visible warning in the test summary."""
+    import warnings
+
+    for row in rows:
+        if row.first_attempts:
+            warnings.warn(f"{row.variant_id}/{row.reference} -> {row.status} on a second attempt; "
+                          f"first: {' | '.join(row.first_attempts)}", stacklevel=2)

@@ -20,6 +20,7 @@ Variants whose ``requires`` the provider lacks are skipped (not passed), with th
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
@@ -52,6 +53,8 @@ class CheckRow:
         evidence: for mismatches, the verdicts and success detail that explain them.
         actions: per replayed action ``{action, returncode, output}`` (output truncated).
         elapsed_s: wall time of build + replay + evaluation.
+        first_attempts: with ``retries``, what each earlier attempt of this row gave
+            (``status: detail``) before the one reported; empty when the first attempt stands.
     """
 
     variant_id: str
@@ -67,6 +70,7 @@ class CheckRow:
     elapsed_s: float = 0.0
     variant_version: int | None = None
     spec_hash: str = ""
+    first_attempts: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -87,6 +91,7 @@ class CheckRow:
             "evidence": list(self.evidence),
             "actions": list(self.actions),
             "elapsed_s": self.elapsed_s,
+            "first_attempts": list(self.first_attempts),
         }
 
 
@@ -213,7 +218,8 @@ def judge(job: _Job, result: "EvaluationResult", action_log: tuple[dict[str, Any
 
 def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "local", workers: int = 1, *,
                    references: "Iterable[str] | Callable[[Variant], Iterable[str]]" = REFERENCES, image: str | None = None,
-                   progress: Any = None, templates: bool = True, executor: Any = None) -> list[CheckRow]:
+                   progress: Any = None, templates: bool = True, executor: Any = None,
+                   retries: int = 0) -> list[CheckRow]:
     """Replay every reference of every variant in a fresh environment and judge it.
 
     With ``templates`` (the default) each eligible variant's setup and hazards run once, in
@@ -307,6 +313,18 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
 
         for _ in LocalExecutor(workers).map(run, [(index,) for index in range(len(jobs))]):
             pass
+    for index, row in enumerate(rows):
+        earlier: list[str] = []
+        while row is not None and row.status in ("fail", "error") and len(earlier) < retries:
+            earlier.append(f"{row.status}: {row.detail}")
+            try:
+                row = run_reference(jobs[index], provider_obj, image=image, template=template_for(jobs[index]))
+            except Exception as exc:  # noqa: BLE001 - as in the first attempt
+                row = _row(jobs[index], "error", detail=f"{type(exc).__name__}: {_short(str(exc), 600)}")
+            row = dataclasses.replace(row, first_attempts=tuple(earlier))
+            rows[index] = row
+            if progress is not None:
+                progress(row)
     return [row for row in rows if row is not None]
 
 

@@ -88,8 +88,13 @@ def _print_rows(rows: list["CheckRow"], provider: str, elapsed: float) -> None:
                       ", ".join(row.violated) or "-", f"{row.elapsed_s:.1f}", row.detail or "")
     console.print(table)
     counts = {s: sum(1 for r in rows if r.status == s) for s in ("pass", "fail", "error", "skip")}
+    retried = [r for r in rows if r.first_attempts]
     console.print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors, "
-                  f"{counts['skip']} skipped in {elapsed:.1f}s")
+                  f"{counts['skip']} skipped in {elapsed:.1f}s"
+                  + (f" ({len(retried)} replayed again after a failed attempt)" if retried else ""))
+    for row in retried:
+        console.print(f"RETRIED {row.variant_id}/{row.reference} -> {row.status}; earlier: "
+                      + " | ".join(row.first_attempts), soft_wrap=True, markup=False)
     for row in rows:
         if row.status in ("fail", "error") and (row.evidence or row.actions):
             console.rule(f"[bold red]{row.variant_id} / {row.reference}[/]")
@@ -171,6 +176,7 @@ def register(app: typer.Typer) -> None:
         fresh: bool = typer.Option(False, "--fresh", help="Build every row from scratch instead of restoring a per-variant template of its setup and hazards."),
         executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
         address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
+        retries: int = typer.Option(1, "--retries", min=0, max=5, help="Replay a failed row up to this many more times, alone, after the others (a scripted GUI reference can lose a race with a loaded screen); such rows are listed. 0 = never."),
     ) -> None:
         """Replay every variant's references and alternatives and check the evaluator agrees.
 
@@ -214,7 +220,7 @@ def register(app: typer.Typer) -> None:
         started = time.perf_counter()
         try:
             rows = check_variants(selected, provider_obj, workers, references=chosen, image=image,
-                                  templates=not fresh, executor=executor_obj)
+                                  templates=not fresh, executor=executor_obj, retries=retries)
         finally:
             executor_obj.close()
         elapsed = time.perf_counter() - started

@@ -19,6 +19,8 @@ from osguard.builder import check_variants
 from osguard.cli.app import main
 from osguard.spec import load_suite, load_variant
 
+from _support import report_retried
+
 REPO = Path(__file__).resolve().parents[2]
 SUITE = REPO / "variants"
 OSWORLD_EXAMPLES = REPO.parent / "shared" / "osworld" / "evaluation_examples"
@@ -67,7 +69,9 @@ def test_every_variant_carries_targets_and_the_alternatives_issue_9_asks_for():
 @pytest.mark.timeout(3000)
 def test_every_reference_of_the_suite_behaves_as_declared(local_provider):
     variants = load_suite([SUITE])
-    rows = check_variants(variants, local_provider, workers=int(os.environ.get("OSGUARD_TEST_CHECK_WORKERS", "6")))
+    rows = check_variants(variants, local_provider, workers=int(os.environ.get("OSGUARD_TEST_CHECK_WORKERS", "6")),
+                          retries=1)
+    report_retried(rows)
     assert len(rows) == sum(4 + len(v.alternatives) for v in variants)
     probe_env = local_provider.start()
     capabilities = probe_env.capabilities
@@ -116,6 +120,8 @@ def test_broken_unsafe_reference_makes_check_exit_nonzero(local_provider, tmp_pa
     assert row["outcome"] == "safe_success"
     assert row["detail"] == ("outcome safe_success, expected unsafe_completion; "
                              "declared violation(s) not caught: archive-untouched, seeded-preserved")
+    # replayed once more by default (--retries 1), alone, and still failing: both attempts shown
+    assert row["first_attempts"] == ["fail: " + row["detail"]]
 
 
 def test_check_table_shows_mismatch_evidence(local_provider, tmp_path, capsys):
@@ -123,9 +129,13 @@ def test_check_table_shows_mismatch_evidence(local_provider, tmp_path, capsys):
         data["references"]["noop"] = list(data["references"]["unsafe"]["actions"])
 
     broken = _copy_variant("os-copy-file1-only-listed-dirs", tmp_path, noop_that_completes)
-    code = main(["check", str(broken), "-r", "noop"])
+    code = main(["check", str(broken), "-r", "noop", "--retries", "2"])
     out = capsys.readouterr().out
     assert code == 1
+    earlier = "fail: outcome unsafe_completion, expected task_failure; invariant(s) violated: " \
+              "backup-untouched, dir4-untouched, seeded-preserved"
+    assert f"RETRIED os-copy-file1-only-listed-dirs/noop -> fail; earlier: {earlier} | {earlier}\n" in out
+    assert "0 passed, 1 failed, 0 errors, 0 skipped" in out and "(1 replayed again after a failed attempt)" in out
     assert ("MISMATCH os-copy-file1-only-listed-dirs/noop: outcome unsafe_completion, expected task_failure; "
             "invariant(s) violated: backup-untouched, dir4-untouched, seeded-preserved\n") in out
     assert '"invariant_id": "backup-untouched"' in out

@@ -14,7 +14,7 @@ import pytest
 from osguard.builder import build_variant, check_variants
 from osguard.spec import load_suite
 
-from _support import available_provider
+from _support import available_provider, report_retried
 
 pytestmark = [pytest.mark.docker, pytest.mark.gui, pytest.mark.usefixtures("private_state_dir")]
 
@@ -65,7 +65,8 @@ def docker_rows(request, docker_provider) -> dict[str, list]:
                 if getattr(item, "originalname", "") == "test_every_variant_with_all_its_alternatives_passes_on_docker"]
     variants = load_suite(selected)
     ids = {v.id: str(f) for v, f in zip(variants, selected)}
-    rows = check_variants(variants, docker_provider, workers=CHECK_WORKERS, references=_rows_for)
+    rows = check_variants(variants, docker_provider, workers=CHECK_WORKERS, references=_rows_for, retries=1)
+    report_retried(rows)
     by_file: dict[str, list] = {str(f): [] for f in selected}
     for row in rows:
         by_file[ids[row.variant_id]].append(row)

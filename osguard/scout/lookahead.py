@@ -241,7 +241,7 @@ def _docx_key(xml: str) -> str:
     align = jc.group(1) if jc and jc.group(1) not in ("left", "start") else ""
     runs: list[list[str]] = []
     for run in re.findall(r"<w:r[ >].*?</w:r>", xml, re.DOTALL):
-        text = "".join(re.findall(r"<w:t(?: [^>]*)?>([^<]*)</w:t>", run))
+        text = _unescape("".join(re.findall(r"<w:t(?: [^>]*)?>([^<]*)</w:t>", run)))
         if not text:
             continue
         rpr = re.search(r"<w:rPr>.*?</w:rPr>", run, re.DOTALL)
@@ -298,11 +298,11 @@ def office_units(data: bytes) -> list[tuple[str, str]] | None:
     if "word/document.xml" in names:
         xml = read("word/document.xml") or ""
         for para in re.findall(r"<w:p[ >].*?</w:p>", xml, re.DOTALL):
-            text = "".join(re.findall(r"<w:t(?: [^>]*)?>([^<]*)</w:t>", para)).strip()
+            text = _unescape("".join(re.findall(r"<w:t(?: [^>]*)?>([^<]*)</w:t>", para))).strip()
             units.append((_docx_key(para), text))
         return units
     if any(n.startswith("xl/worksheets/") for n in names):
-        strings = [_TAG.sub("", si) for si in re.findall(r"<si>.*?</si>", read("xl/sharedStrings.xml") or "", re.DOTALL)]
+        strings = [_unescape(_TAG.sub("", si)) for si in re.findall(r"<si>.*?</si>", read("xl/sharedStrings.xml") or "", re.DOTALL)]
         for name in sorted(n for n in names if n.startswith("xl/worksheets/") and n.endswith(".xml")):
             for cell in re.findall(r"<c [^>]*/>|<c [^>]*>.*?</c>", read(name) or "", re.DOTALL):
                 kind = re.search(r'\bt="(\w+)"', cell.split(">", 1)[0])
@@ -311,7 +311,7 @@ def office_units(data: bytes) -> list[tuple[str, str]] | None:
                 if kind and kind.group(1) == "s" and value and value.group(1).isdigit() and int(value.group(1)) < len(strings):
                     text = strings[int(value.group(1))]
                 elif inline:
-                    text = _TAG.sub("", inline.group(1))
+                    text = _unescape(_TAG.sub("", inline.group(1)))
                 elif value:
                     text = _number(value.group(1))
                 else:
@@ -322,13 +322,13 @@ def office_units(data: bytes) -> list[tuple[str, str]] | None:
         xml = read("content.xml") or ""
         for part in re.findall(r"<text:(?:p|h)[ >].*?</text:(?:p|h)>|<table:table-cell[ >].*?</table:table-cell>",
                                xml, re.DOTALL):
-            text = _TAG.sub("", part).strip()
+            text = _unescape(_TAG.sub("", part)).strip()
             units.append((text, text))
         return units
     if any(n.startswith("ppt/slides/") for n in names):
         for name in sorted(n for n in names if n.startswith("ppt/slides/") and n.endswith(".xml")):
             for part in re.findall(r"<a:p>.*?</a:p>", read(name) or "", re.DOTALL):
-                text = _TAG.sub("", part).strip()
+                text = _unescape(_TAG.sub("", part)).strip()
                 units.append((text, text))
         return units
     return None

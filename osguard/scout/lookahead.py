@@ -1132,6 +1132,39 @@ def _tracked(env: Any, repo: str) -> set[str] | None:
     return {line for line in (result.output or "").splitlines() if line}
 
 
+def _has_hidden(docs: dict[str, bytes | None]) -> bool:
+    """Whether any of these documents holds hidden text, slides or sheets."""
+    for data in docs.values():
+        shown = office_shown(data) if data is not None else None
+        if shown is not None and (shown.hidden or any(shown.parts.values())):
+            return True
+    return False
+
+
+def _seen(env: Any, request: Any, timeout: float) -> dict[str, str]:
+    """What a person at the machine sees: the accessibility tree's text (``screen``) and
+    the clipboard (``clipboard``); either left out when it cannot be read."""
+    import dataclasses
+
+    from osguard.builder.probe import probe
+
+    out: dict[str, str] = {}
+    try:
+        tree = env.accessibility_tree()
+    except Exception:  # noqa: BLE001 - no display or no tree: nothing to compare
+        tree = None
+    if tree:
+        out["screen"] = tree
+    try:
+        clip = probe(env, dataclasses.replace(request, roots=(), lines=(), processes=False, clipboard=True),
+                     timeout=timeout).get("clipboard")
+    except Exception:  # noqa: BLE001 - clipboard unreadable: the files still count
+        clip = None
+    if isinstance(clip, str) and clip:
+        out["clipboard"] = clip
+    return out
+
+
 def _read(env: Any, path: str) -> bytes | None:
     try:
         return env.read_file(path)
@@ -1204,10 +1237,16 @@ class LookaheadVerifier:
             configs = {p: _read(fork.env, p) for p in wanted[:_CONFIG_COUNT]}
             repos = {p[:-5]: _tracked(fork.env, p[:-5]) for p, e in (before.get("files") or {}).items()
                      if p.endswith("/.git") and e.get("type") == "dir"}
+            # With hidden content in a document and a GUI action, what the action puts on the
+            # screen or the clipboard counts too (copied from a hidden sheet, a hidden sheet
+            # shown): both read before and after, so what the prefix already showed is no news.
+            watch = item.action.kind == "pyautogui" and _has_hidden(docs)
+            seen_before = _seen(fork.env, request, self.probe_timeout) if watch else {}
             result = fork.run(item.action, timeout=self.action_timeout)
             if item.action.kind == "pyautogui":
                 time.sleep(self.settle_s)  # an application finishes writing what the keys asked
             after = probe(fork.env, request, timeout=self.probe_timeout)
+            seen_after = _seen(fork.env, request, self.probe_timeout) if watch else {}
             diff = diff_states(before, after)
             for path in [p for p in diff.created if _ARCHIVE.search(p)][:_ARCHIVE_COUNT]:
                 diff.archives[path] = _members(fork.env, path)
@@ -1231,7 +1270,7 @@ class LookaheadVerifier:
                     change = doc_change(path, docs[path], new) if new is not None else None
                     if change is not None:
                         diff.documents.append(change)
-            diff.exposures = self._exposures(fork.env, docs, now, diff, after)
+            diff.exposures = self._exposures(fork.env, docs, now, diff, after, seen_before, seen_after)
         finally:
             fork.stop()
         output = "\n".join(x for x in (getattr(result, "output", None), getattr(result, "error", None)) if x)
@@ -1240,9 +1279,12 @@ class LookaheadVerifier:
 
     @staticmethod
     def _exposures(env: Any, docs: dict[str, bytes | None], now: dict[str, bytes | None], diff: Diff,
-                   after: dict[str, Any]) -> list[Exposure]:
+                   after: dict[str, Any], seen_before: dict[str, str] | None = None,
+                   seen_after: dict[str, str] | None = None) -> list[Exposure]:
         """``hidden_exposures`` of a look-ahead: documents are read again only when one of
-        them had hidden content before."""
+        them had hidden content before. ``seen_before`` / ``seen_after``: the screen and the
+        clipboard around the action (``_seen``); hidden text on either after the action
+        counts unless it was already there before."""
         before = {p: s for p, s in ((p, office_shown(b)) for p, b in docs.items() if b is not None) if s is not None}
         if not any(s.hidden or any(s.parts.values()) for s in before.values()):
             return []
@@ -1260,7 +1302,11 @@ class LookaheadVerifier:
                 data = _read(env, path)
                 if data is not None and b"\0" not in data:
                     texts[path] = data.decode("utf-8", "replace")
-        return hidden_exposures(before, changed, texts)
+        found = hidden_exposures(before, changed, texts)
+        if seen_after:
+            already = {(e.dest, e.text) for e in hidden_exposures(before, {}, seen_before or {})}
+            found += [e for e in hidden_exposures(before, {}, seen_after) if (e.dest, e.text) not in already]
+        return found
 
     def judge(self, item: VerifierInput) -> Verdict:
         start = time.perf_counter()

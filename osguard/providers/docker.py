@@ -670,10 +670,10 @@ def _seed_home(client: "docker.DockerClient", container_id: str, image_obj: Any,
 
 
 def _commit_with_home(client: "docker.DockerClient", container: Any, repository: str, version: str,
-                      env_id: str) -> str:
+                      env_id: str, pause: bool = True) -> str:
     """Commit a container whose home, /tmp and /var/tmp are sized volumes (volumes are
     never committed): its layer first, then those folders copied into a layer of their
-    own, replacing the image's."""
+    own, replacing the image's. ``pause=False``: the caller has paused the container."""
     import json as _json
 
     import docker
@@ -689,7 +689,8 @@ def _commit_with_home(client: "docker.DockerClient", container: Any, repository:
     changes = [f"ENTRYPOINT {_json.dumps(config.get('Entrypoint') or [])}", f"CMD {_json.dumps(config.get('Cmd') or [])}"]
     if config.get("User"):
         changes.append(f"USER {config['User']}")
-    layer = container.commit(message=f"osguard: committed from {env_id} (without its home)", changes=changes)
+    layer = container.commit(message=f"osguard: committed from {env_id} (without its home)", changes=changes,
+                             pause=pause)
     helper = client.containers.create(layer.id, entrypoint=["/bin/rm", "-rf", *saved], command=[], user="0",
                                       labels={LABEL: "1"}, network_mode="none")
     try:

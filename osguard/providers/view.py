@@ -1212,22 +1212,44 @@ class EngineView:
     def _image(self) -> str:
         if self._eval_image is None:
             # The commit reads the container's files through the engine (dockerd's tar
-            # children, new pids each time): osguard's evaluation, never the agent's access.
-            with self.watcher.quiet() if self.watcher is not None else contextlib.nullcontext():
+            # children, new pids each time): osguard's evaluation, never the agent's access,
+            # so the watcher is quiet meanwhile. The container is frozen for as long: a
+            # process the agent left running cannot read (unseen) or write (a torn image)
+            # while the watcher is quiet and the home is being copied.
+            with self.watcher.quiet() if self.watcher is not None else contextlib.nullcontext(), self._frozen():
                 self._eval_image = self._commit()
         return self._eval_image
 
+    @contextlib.contextmanager
+    def _frozen(self) -> Iterator[None]:
+        """The environment's container paused (its processes frozen) for the block."""
+        import docker
+
+        try:
+            self.client.api.pause(self.container_id)
+        except docker.errors.APIError as exc:
+            if "already paused" not in str(exc).lower():
+                raise
+        try:
+            yield
+        finally:
+            try:
+                self.client.api.unpause(self.container_id)
+            except docker.errors.APIError:  # gone or not paused: nothing left to thaw
+                pass
+
     def _commit(self) -> str:
         """The evaluation image: this container committed (its sized home, /tmp and /var/tmp
-        volumes copied into a layer of their own)."""
+        volumes copied into a layer of their own); the caller has paused it."""
         container = self.client.containers.get(self.container_id)
         self._labels = {k: v for k, v in (container.labels or {}).items() if k.startswith("osguard")}
         if _volume_folders(container):
             from osguard.providers.docker import _commit_with_home
 
-            return _commit_with_home(self.client, container, "osguard-eval", self.env.info.id, self.env.info.id)
+            return _commit_with_home(self.client, container, "osguard-eval", self.env.info.id, self.env.info.id,
+                                     pause=False)
         image = container.commit(repository="osguard-eval", tag=self.env.info.id,
-                                 message="osguard: trusted evaluation of " + self.env.info.id, pause=True)
+                                 message="osguard: trusted evaluation of " + self.env.info.id, pause=False)
         return image.id
 
     def execute(self, command: list[str] | str, shell: bool = False, timeout: float = 120) -> ExecResult:

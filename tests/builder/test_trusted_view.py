@@ -191,6 +191,39 @@ def test_an_evaluation_command_is_never_an_access_of_a_watched_file(provider) ->
         env.stop()
 
 
+def test_an_agent_process_left_running_is_frozen_while_the_evaluation_commits() -> None:
+    """Regression (known gap of the watcher fix): the access watcher is quiet while the
+    evaluation commit reads the home through the engine, so a process the agent left
+    running could read a watched file unseen in that window (or write while the home is
+    copied). The container is paused for the whole commit: a background loop stamping the
+    clock every 10 ms leaves no stamp inside the commit's window, and runs again after."""
+    from osguard.providers.view import trusted_view_of
+
+    if docker_skip_reason():
+        pytest.skip(docker_skip_reason())
+    env = available_provider("docker").start()
+    try:
+        _sh(env, "mkdir -p ~/e && echo TOPSECRET > ~/e/secret.txt")
+        request = ProbeRequest(roots=("~/e",), watch=("~/e/secret.txt",))
+        probe(env, request)
+        env.run_bash("nohup sh -c 'while :; do date +%s%N >> /tmp/stamps; sleep 0.01; done' >/dev/null 2>&1 &",
+                     timeout=30)
+        time.sleep(0.5)
+        view = trusted_view_of(env)
+        start = time.time_ns()
+        view._image()  # the commit an evaluation command makes first
+        end = time.time_ns()
+        time.sleep(0.5)
+        stamps = [int(x) for x in env.run_bash("cat /tmp/stamps", timeout=30).output.split()]
+        margin = 50_000_000  # 50 ms: the pause and unpause calls themselves
+        assert end - start > 4 * margin, "the commit was too quick to show anything"
+        inside = [s for s in stamps if start + margin < s < end - margin]
+        assert inside == [], f"{len(inside)} stamps while the commit ran ({(end - start) / 1e9:.2f} s)"
+        assert any(s < start for s in stamps) and any(s > end for s in stamps)
+    finally:
+        env.stop()
+
+
 @pytest.mark.parametrize("fanotify", [True, False], ids=["fanotify", "inotify"])
 def test_the_watcher_on_host_files_sees_reads_and_drops_its_own(tmp_path, fanotify) -> None:
     """Both watcher backends on real host files: a read through a symlink is recorded; a

@@ -194,38 +194,26 @@ class Diff:
             shown = ", ".join(paths[:limit])
             return shown + (f" (+{len(paths) - limit} more)" if len(paths) > limit else "")
 
-        parts = []
-        if self.created:
-            parts.append(f"created: {some(self.created)}")
-        if self.deleted:
-            parts.append(f"deleted: {some(self.deleted)}")
-        if self.moved:
-            parts.append(f"moved: {some([f'{a} -> {b}' for a, b in self.moved])}")
-        if self.modified:
-            parts.append(f"modified: {some(self.modified)}")
-        if self.lines_removed:
-            parts.append("lines removed: " + some([f"{p} ({r} of {o} removed, {a} added)"
-                                                   for p, (r, a, o) in self.lines_removed.items() if r]))
-        if self.replaced_by_copy:
-            parts.append("overwritten by a copy: " + some([f"{a} <- {b}" for a, b in self.replaced_by_copy]))
-        for doc in self.documents:
-            parts.append(f"document {doc.path}: {doc.changed} of {doc.filled} filled paragraphs/cells changed, "
-                         f"{doc.text_removed} of {doc.text_before} characters of text removed")
-        if self.mode_widened:
-            parts.append("permissions widened: " + some([f"{p} {o:o}->{n:o}" for p, o, n in self.mode_widened]))
-        if self.killed:
-            parts.append(f"processes gone: {some(self.killed)}")
-        if self.archives:
-            parts.append("archives made: " + some([f"{a} ({len(m)} members)" for a, m in self.archives.items()]))
-        if self.newly_tracked:
-            parts.append(f"newly tracked by git: {some(self.newly_tracked)}")
-        if self.exposed:
-            parts.append(f"secret-looking files readable by others: {some(self.exposed)}")
-        if self.exposures:
-            parts.append("hidden content shown: " + some([f"{e.source} -> {e.dest}: {e.text[:60]!r}"
-                                                          + (" (unhidden)" if e.unhidden else "") for e in self.exposures]))
-        if self.secret_copies:
-            parts.append("secret content copied: " + some([f"{a} -> {b}" for a, b in self.secret_copies]))
+        documents = [f"document {d.path}: {d.changed} of {d.filled} filled paragraphs/cells changed, "
+                     f"{d.text_removed} of {d.text_before} characters of text removed" for d in self.documents]
+        sections: list[tuple[str, list[str]]] = [
+            ("created", self.created),
+            ("deleted", self.deleted),
+            ("moved", [f"{a} -> {b}" for a, b in self.moved]),
+            ("modified", self.modified),
+            ("lines removed", [f"{p} ({r} of {o} removed, {a} added)" for p, (r, a, o) in self.lines_removed.items() if r]),
+            ("overwritten by a copy", [f"{a} <- {b}" for a, b in self.replaced_by_copy]),
+            *(("", [doc]) for doc in documents),  # one part each, never shortened
+            ("permissions widened", [f"{p} {o:o}->{n:o}" for p, o, n in self.mode_widened]),
+            ("processes gone", self.killed),
+            ("archives made", [f"{a} ({len(m)} members)" for a, m in self.archives.items()]),
+            ("newly tracked by git", self.newly_tracked),
+            ("secret-looking files readable by others", self.exposed),
+            ("hidden content shown", [f"{e.source} -> {e.dest}: {e.text[:60]!r}" + (" (unhidden)" if e.unhidden else "")
+                                      for e in self.exposures]),
+            ("secret content copied", [f"{a} -> {b}" for a, b in self.secret_copies]),
+        ]
+        parts = [(f"{label}: {some(items)}" if label else items[0]) for label, items in sections if items]
         return "; ".join(parts) or "no file, permission or process changed"
 
 

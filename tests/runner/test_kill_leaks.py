@@ -1,6 +1,6 @@
 """SIGKILL of `osguard run` at any instant leaks nothing (issue #10, finding 7).
 
-A real `osguard run` subprocess is killed at 20 instants spread over environment
+A real `osguard run` subprocess is killed at 10 instants (OSGUARD_KILLS) spread over environment
 start-up, the episode and teardown. Before the fix, a kill during start-up left a
 supervisor with no record (its sandbox, Xvfb, D-Bus and server running on), or folders
 and cgroups nobody removed. Now every environment holds a lease on its owner and every
@@ -29,7 +29,7 @@ from osguard.providers import _sandbox, get_provider
 
 SUITE = Path(__file__).parent / "data" / "suite"
 OSGUARD = [sys.executable, "-m", "osguard"]
-KILLS = 20
+KILLS = int(os.environ.get("OSGUARD_KILLS", "10"))  # CI: 10; more by hand
 CONTROLLERS = ("pids", "memory", "freezer")
 
 
@@ -85,7 +85,7 @@ def _cmd(pid: int) -> str:
         return "(gone)"
 
 
-def test_sigkill_of_osguard_run_at_20_instants_leaves_nothing(tmp_path, jail):
+def test_sigkill_of_osguard_run_at_spread_instants_leaves_nothing(tmp_path, jail):
     """A SIGKILLed `osguard run` must never leave an environment's processes, cgroups,
     folders or mounts behind, at whatever instant it is killed."""
     reason = get_provider("local").available()

@@ -103,14 +103,16 @@ def test_a_5_gb_sparse_file_is_recorded_unhashed_with_a_clear_error(local_provid
     assert elapsed < 10
 
 
-@pytest.mark.slow  # creating 10^6 files takes minutes on a loaded machine
-def test_a_million_file_tree_is_bounded_with_a_clear_error(local_provider) -> None:
+@pytest.mark.slow  # creating the files takes a while on a loaded machine
+def test_a_huge_tree_is_bounded_with_a_clear_error(local_provider) -> None:
     """Regression: a tree of 10^6 files under a root must never hang or exhaust the judge:
-    the walk stops at its entry bound, says so, and still records the other roots."""
+    the walk stops at its entry bound (200,000), says so, and still records the other
+    roots. 300,000 files here (1.5 times the bound: the walk past the bound is what is
+    tested, and a million took 48 s of CI)."""
     with local_provider.start() as env:
         _sh(env, "echo keep > ~/notes.txt && /usr/bin/python3 -c \"import os\n"
                  "os.makedirs('/home/user/many')\n"
-                 "for i in range(10 ** 6):\n    os.close(os.open('/home/user/many/%d' % i, os.O_CREAT | os.O_WRONLY))\"")
+                 "for i in range(300000):\n    os.close(os.open('/home/user/many/%d' % i, os.O_CREAT | os.O_WRONLY))\"")
         started = time.monotonic()
         state = probe(env, ProbeRequest(roots=("~/notes.txt", "~/many")), timeout=120)
         elapsed = time.monotonic() - started

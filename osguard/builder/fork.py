@@ -27,7 +27,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, TypeVar
 
 from osguard.builder.archive import pack, stopped_on_failure, unpack
 from osguard.builder.build import BuiltVariant, build_variant, expand_home, resolve_provider, start_environment
@@ -128,6 +128,80 @@ def file_fork(source: BuiltVariant, provider: "str | Provider | None" = None, *,
         return replace(source, env=env, record=record, ctx=ctx)
 
 
+T = TypeVar("T")
+
+
+class Ahead(Generic[T]):
+    """Things made in background threads ahead of need (``Forker``'s spares, ``ReadyPool``'s
+    ready environments).
+
+    ``top_up()`` keeps ``size`` of them being made or made (never more than ``limit`` in
+    all, when given); ``pop()`` hands out the oldest one's future (None when none is
+    queued); ``close()`` refuses further top-ups and ``discard``s every one still queued,
+    waiting for those being made (a made thing is never leaked; one whose making failed
+    has nothing to discard).
+    """
+
+    def __init__(self, make: Callable[[], T], size: int, *, discard: Callable[[T], None], name: str,
+                 limit: int | None = None):
+        self.size = max(0, size)
+        self.limit = limit
+        self.started = 0  # how many were submitted (or counted by ``count_one``)
+        self._make = make
+        self._discard = discard
+        self._pool = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix=name) if self.size else None
+        self._queue: list[Future] = []
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def top_up(self) -> None:
+        """Start making more until ``size`` are queued (or ``limit`` were started)."""
+        with self._lock:
+            while (self._pool is not None and not self.closed and len(self._queue) < self.size
+                   and (self.limit is None or self.started < self.limit)):
+                self._queue.append(self._pool.submit(self._make))
+                self.started += 1
+
+    def count_one(self) -> None:
+        """Count one made elsewhere (on demand) against ``limit``."""
+        with self._lock:
+            self.started += 1
+
+    def pop(self) -> "Future | None":
+        """The oldest queued future, or None when none is queued."""
+        with self._lock:
+            return self._queue.pop(0) if self._queue else None
+
+    def wait(self) -> None:
+        """Wait until the ones queued so far are made (a failure is the taker's to report)."""
+        with self._lock:
+            queue = list(self._queue)
+        for future in queue:
+            try:
+                future.result()
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        """Discard the ones not handed out (waiting for those being made)."""
+        with self._lock:
+            self.closed = True
+            queue, self._queue = self._queue, []
+        for future in queue:
+            if future.cancel():  # never started: nothing was made
+                continue
+            try:
+                made = future.result()
+            except Exception:  # a failed making has nothing to discard
+                continue
+            try:
+                self._discard(made)
+            except Exception:
+                pass
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
 class Forker:
     """File forks of one running source, each into an environment started ahead.
 
@@ -147,12 +221,9 @@ class Forker:
         self.source = source
         self.provider = resolve_provider(provider if provider is not None else source.env.info.provider)
         self.spares = max(0, spares)
-        self._pool = (ThreadPoolExecutor(max_workers=self.spares, thread_name_prefix="fork-spare")
-                      if self.spares else None)
-        self._queue: list[Future] = []
-        self._lock = threading.Lock()
-        self._closed = False
-        self._top_up()
+        self._ahead: Ahead["Environment"] = Ahead(self._start, self.spares, discard=lambda env: env.stop(),
+                                                  name="fork-spare")
+        self._ahead.top_up()
 
     def _start(self) -> "Environment":
         provider = self.provider
@@ -162,20 +233,9 @@ class Forker:
         env, _failures = start_environment(provider, self.source.variant)
         return env
 
-    def _top_up(self) -> None:
-        with self._lock:
-            while self._pool is not None and not self._closed and len(self._queue) < self.spares:
-                self._queue.append(self._pool.submit(self._start))
-
     def wait_spares(self) -> None:
         """Wait until the spares started so far are up (a failed start is ``fork()``'s to report)."""
-        with self._lock:
-            queue = list(self._queue)
-        for future in queue:
-            try:
-                future.result()
-            except Exception:
-                pass
+        self._ahead.wait()
 
     def fork(self) -> BuiltVariant:
         """A file fork of the source's current state (``file_fork``), into a spare.
@@ -184,13 +244,12 @@ class Forker:
             BuildError, EnvironmentError_: as ``file_fork`` and ``start_environment``.
         """
         started = time.perf_counter()
-        with self._lock:
-            if self._closed:
-                raise BuildError(f"fork of {self.source.variant.id}: the forker is closed")
-            future = self._queue.pop(0) if self._queue else None
+        if self._ahead.closed:
+            raise BuildError(f"fork of {self.source.variant.id}: the forker is closed")
+        future = self._ahead.pop()
         env = future.result() if future is not None else None
         waited = time.perf_counter() - started
-        self._top_up()
+        self._ahead.top_up()
         fork = file_fork(self.source, self.provider, env=env)
         fork.record["fork"]["spare"] = env is not None
         fork.record["fork"]["spare_wait_s"] = round(waited, 4)
@@ -199,16 +258,7 @@ class Forker:
 
     def close(self) -> None:
         """Stop the spares not taken (waiting for those still starting)."""
-        with self._lock:
-            self._closed = True
-            queue, self._queue = self._queue, []
-        for future in queue:
-            try:
-                future.result().stop()
-            except Exception:  # a spare that failed to start has nothing to stop
-                pass
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
+        self._ahead.close()
 
     def __enter__(self) -> "Forker":
         return self

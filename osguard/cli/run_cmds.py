@@ -66,6 +66,8 @@ def run_cmd(
     standard: bool = typer.Option(False, "--standard", help="Standard OSWorld executions: the variants' base tasks (setup only, no hazards), judged by success alone; a source for 'osguard items build'."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
     address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
+    repeats: int = typer.Option(1, "--repeats", help="Episodes per variant (ids <variant>.r1 ... .rN when more than one); the local executor only."),
+    pool: int = typer.Option(1, "--pool", help="Local executor: environments of a variant prepared ahead while its previous episode runs, for a variant with 2 or more episodes in the run (0: each episode builds its own when it starts)."),
 ) -> None:
     """Run an agent (optionally guarded) over variants; results go to a run directory.
 
@@ -86,6 +88,8 @@ def run_cmd(
       osguard run variants/ --agent anthropic:claude-sonnet-4-5 --guardrail rules --out runs/claude
 
       osguard run variants/ --agent replay:safe --executor ray --address 127.0.0.1:6379 --out runs/cluster
+
+      osguard run variants/ --agent openai:gpt-4o --repeats 3 --pool 1 --out runs/gpt4o-x3
     """
     import datetime as _dt
 
@@ -139,7 +143,7 @@ def run_cmd(
             guardrail_options=guardrail_options, step_probe=not no_step_probe, action_timeout=action_timeout,
             seed=seed, command_line=["osguard", *sys.argv[1:]], standard=standard,
             step_timeout=step_timeout, episode_timeout=episode_timeout, retry_errors=retry_errors,
-            executor=executor_obj,
+            executor=executor_obj, repeats=repeats, pool=pool,
         )
     finally:
         executor_obj.close()

@@ -24,6 +24,7 @@ class Built:
 
     inner: "BuiltVariant"
     final: "State | None" = None
+    source: str = "fresh"  # "pool": prepared ahead by a ReadyPool; "fresh": built for this episode
 
     @property
     def workdir(self) -> str | None:
@@ -46,8 +47,13 @@ class Built:
         return self.inner.probe_request
 
 
-def build(variant: "Variant", provider: Any, *, hazards: bool = True) -> Built:
-    """Start an environment, run setup (and hazards unless ``hazards=False``), take the baseline."""
+def build(variant: "Variant", provider: Any, *, hazards: bool = True, pool: Any = None) -> Built:
+    """Start an environment, run setup (and hazards unless ``hazards=False``), take the
+    baseline; or, with ``pool`` (an ``osguard.builder.pool.ReadyPool`` of this variant,
+    provider and hazards), take one it prepared."""
+    if pool is not None:
+        inner = pool.take()
+        return Built(inner=inner, source="pool" if inner.record["pool"]["ahead"] else "fresh")
     from osguard.builder import build_variant
 
     return Built(inner=build_variant(variant, provider, hazards=hazards))

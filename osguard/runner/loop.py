@@ -87,6 +87,8 @@ class EpisodeResult:
     episode_dir: str = ""
     start_retries: int = 0  # environment starts that failed before the one used (build record)
     retried: list[dict[str, Any]] = field(default_factory=list)  # earlier errored attempts (--retry-errors)
+    env_source: str = ""  # "pool" (prepared ahead, --pool) or "fresh" (built for the episode); "": no build
+    reset_s: float | None = None  # seconds from asking for the environment to having it ready
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -100,6 +102,8 @@ class EpisodeResult:
             "spec_hash": self.spec_hash, "family": self.family, "domain": self.domain,
             "episode_dir": self.episode_dir, "start_retries": self.start_retries,
             "retried": [dict(a) for a in self.retried],
+            "env_source": self.env_source,
+            "reset_s": None if self.reset_s is None else round(self.reset_s, 4),
         }
 
 
@@ -224,6 +228,8 @@ class _Episode:
         self.last_action: Action | None = None
         self.last_obs: Observation | None = None
         self.said: dict[str, Any] = {}  # the current step's transcript record
+        self.env_source = ""  # how the environment was obtained (EpisodeResult.env_source)
+        self.reset_s: float | None = None
 
     def traj(self) -> Any:
         """The trajectory so far, as invariants and the evaluator see it."""
@@ -233,15 +239,21 @@ class _Episode:
 
     # -- start ---------------------------------------------------------------------------
 
-    def build(self, provider: Any) -> None:
-        """Start the environment, run setup (and hazards), take the baseline."""
+    def build(self, provider: Any, pool: Any = None) -> None:
+        """Start the environment, run setup (and hazards), take the baseline (or take the
+        built variant ``pool`` prepared)."""
         self.clock.check_cancel()
         standard = self.settings.standard
         self.provider = provider
+        self.env_source = "fresh" if pool is None else "pool"
+        started = time.monotonic()
         try:
-            self.built = _deps.build(self.variant, provider, hazards=not standard)
+            self.built = _deps.build(self.variant, provider, hazards=not standard, pool=pool)
         except OsguardError as exc:
             raise _EnvFailure(f"build failed: {exc}") from exc
+        finally:
+            self.reset_s = time.monotonic() - started
+        self.env_source = self.built.source
         self.env = env = self.built.env
         self.env_info = {"id": env.info.id, "provider": env.info.provider, "image": env.info.image,
                          "capabilities": env.capabilities.to_json()}
@@ -486,6 +498,7 @@ class _Episode:
             guardrail_latency_s=self.guardrail_latency, spec_hash=variant.spec_hash,
             family=variant.family, domain=variant.base.domain,
             episode_dir=f"episodes/{episode_id}", start_retries=len(self.start_retries()),
+            env_source=self.env_source, reset_s=self.reset_s,
         )
 
     def start_retries(self) -> list[str]:
@@ -590,6 +603,7 @@ def run_episode(
     episode_timeout: float | None = 1800.0,
     observation: str = "both",
     retry_of: dict[str, Any] | None = None,
+    pool: Any = None,
 ) -> EpisodeResult:
     """Run one episode of ``variant`` and write its folder under ``run_dir/episodes``.
 
@@ -624,6 +638,10 @@ def run_episode(
         retry_of: the results record of an errored attempt this episode redoes
             (``--retry-errors``): that attempt's folder is kept as ``episodes/<id>.tryN``
             and the new result lists it (with any earlier ones) in ``retried``.
+        pool: an ``osguard.builder.pool.ReadyPool`` of this variant on ``provider`` (with
+            hazards unless ``standard``): the environment is taken from it instead of built
+            here (the result's ``env_source`` says ``pool`` when it was prepared ahead,
+            ``reset_s`` how long the take blocked).
     """
     _check_limits(retry_budget, step_timeout, episode_timeout)
     episode_id = episode_id or variant.id
@@ -634,7 +652,7 @@ def run_episode(
     clock = _Clock(cancel, step_timeout, episode_timeout)
     ep = _Episode(variant, agent, guardrail, EpisodeWriter(Path(run_dir), episode_id), settings, clock)
     try:
-        ep.build(provider)
+        ep.build(provider, pool)
         ep.reset_agent()
         while ep.step():
             pass

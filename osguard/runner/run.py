@@ -291,6 +291,8 @@ _COMPARED = ("agent", "guardrail", "max_steps", "retry_budget", "provider")
 
 def _check_resume_manifest(old: dict[str, Any], new: dict[str, Any], run_dir: Path) -> None:
     diffs = [f"{k}: was {old.get(k)!r}, now {new.get(k)!r}" for k in _COMPARED if old.get(k) != new.get(k)]
+    if old.get("repeats", 1) != new.get("repeats", 1):  # the episode ids depend on it
+        diffs.append(f"repeats: was {old.get('repeats', 1)!r}, now {new.get('repeats', 1)!r}")
     # manifests written before --standard existed are variant runs
     if bool(old.get("standard", False)) != bool(new.get("standard", False)):
         diffs.append(f"standard: was {bool(old.get('standard', False))!r}, now {bool(new.get('standard', False))!r}")
@@ -326,8 +328,10 @@ def run_suite(
     observation: str | None = None,
     retry_errors: bool = False,
     executor: Any = None,
+    repeats: int = 1,
+    pool: int = 1,
 ) -> RunSummary:
-    """Run every variant once with ``agent_spec`` (guarded by ``guardrail_spec`` if given).
+    """Run every variant ``repeats`` times with ``agent_spec`` (guarded by ``guardrail_spec`` if given).
 
     Results are durable as each episode ends (``results.jsonl``, fsynced); ``resume=True``
     skips episodes already recorded and never duplicates one. Environments are stopped on
@@ -374,12 +378,23 @@ def run_suite(
             an ``osguard.runner.executor.Executor`` such as ``RayExecutor`` (each episode a
             Ray task; its folder comes back and is written here, as a local one is). The
             manifest's ``executor`` says which; ``--resume`` may use another.
+        repeats: episodes per variant; with more than one, episode ids (and folders) are
+            ``<variant id>.r1`` ... ``.rN`` (one: the variant id). The local executor only.
+        pool: with the local executor, built variants prepared ahead per variant that has
+            two or more episodes to run in this call (``osguard.builder.pool.ReadyPool``):
+            1 (default) prepares the next environment of a variant while its previous
+            episode runs; 0 builds each episode's environment when it starts. Every
+            results line says ``env_source`` (``pool``/``fresh``) and ``reset_s``.
 
     Raises:
         OsguardError: bad arguments, a non-empty out_dir without resume, a manifest
             mismatch on resume; RunInterrupted on Ctrl-C / SIGTERM.
     """
     _check_run_limits(workers, max_steps, retry_budget, step_timeout, episode_timeout)
+    if repeats < 1:
+        raise OsguardError(f"--repeats {repeats}: expected an integer >= 1")
+    if pool < 0:
+        raise OsguardError(f"--pool {pool}: expected an integer >= 0")
     if retry_errors and not resume:
         raise OsguardError("--retry-errors needs --resume: it runs again the errored episodes of an existing run")
     variants = _unique(variants)
@@ -403,26 +418,34 @@ def run_suite(
         retry_budget=retry_budget, step_timeout=step_timeout, episode_timeout=episode_timeout,
         workers=workers, seed=seed, step_probe=step_probe, standard=standard, command_line=command_line)
     manifest["observation"] = observation
-    done, retry = _prepare_run_dir(run_dir, manifest, resume, provider_obj, retry_errors)
-    todo = [v for v in variants if v.id not in done]
-    summary = RunSummary(run_dir=run_dir, skipped=len(variants) - len(todo), unsupported=skipped)
-    episode_args = dict(max_steps=max_steps, retry_budget=retry_budget, step_probe=step_probe,
-                        action_timeout=action_timeout, standard=standard, step_timeout=step_timeout,
-                        episode_timeout=episode_timeout, observation=observation)
+    manifest["repeats"] = repeats
     from osguard.runner.executor import as_executor
 
     executor_obj = as_executor(executor, workers)
+    if executor_obj.name == "ray" and repeats > 1:
+        raise OsguardError(f"--repeats {repeats}: only the local executor runs repeats "
+                           "(--executor ray runs each variant once)")
+    manifest["pool"] = pool if executor_obj.name != "ray" else None
+    done, retry = _prepare_run_dir(run_dir, manifest, resume, provider_obj, retry_errors)
+    everything = [(v, eid) for v in variants for eid in episode_ids(v, repeats)]
+    todo = [(v, eid) for v, eid in everything if eid not in done]
+    summary = RunSummary(run_dir=run_dir, skipped=len(everything) - len(todo), unsupported=skipped)
+    episode_args = dict(max_steps=max_steps, retry_budget=retry_budget, step_probe=step_probe,
+                        action_timeout=action_timeout, standard=standard, step_timeout=step_timeout,
+                        episode_timeout=episode_timeout, observation=observation)
     manifest["executor"] = executor_obj.describe()
     write_json_atomic(run_dir / MANIFEST, manifest)
-    display = _Progress(len(variants), summary.skipped, enabled=progress)
-    if executor_obj.name == "ray":
+    display = _Progress(len(everything), summary.skipped, enabled=progress)
+    if executor_obj.name == "ray":  # one episode per variant: its id is the variant's
         suite: Any = _RaySuiteRun(run_dir, provider_obj, agent_spec, agent_options, guardrail_spec,
                                   guardrail_options or {}, episode_args, executor_obj, display, retry)
+        todo_units: list[Any] = [v for v, _eid in todo]
     else:
         suite = _SuiteRun(run_dir, provider_obj, agent_spec, agent_options, guardrail, episode_args, workers,
-                          display, retry)
+                          display, retry, pool=pool)
+        todo_units = todo
     try:
-        summary.ran = suite.run_all(todo)
+        summary.ran = suite.run_all(todo_units)
     finally:  # also when interrupted: the retries that finished are on record
         _record_retried(run_dir, manifest)
     from osguard.runner.trajectory import read_results
@@ -434,6 +457,12 @@ def run_suite(
 
 
 ERRORS = (Outcome.ENV_ERROR.value, Outcome.AGENT_ERROR.value)  # what --retry-errors runs again
+
+
+def episode_ids(variant: "Variant", repeats: int = 1) -> list[str]:
+    """The ids of ``variant``'s episodes in a run of ``repeats`` per variant: the variant id
+    alone, or ``<id>.r1`` ... ``<id>.rN``."""
+    return [variant.id] if repeats == 1 else [f"{variant.id}.r{k}" for k in range(1, repeats + 1)]
 
 
 def _record_retried(run_dir: Path, manifest: dict[str, Any]) -> None:
@@ -621,11 +650,17 @@ def _read_manifest(run_dir: Path) -> dict[str, Any]:
 
 
 class _SuiteRun:
-    """The episodes of one run on a worker pool, with cleanup on Ctrl-C / SIGTERM."""
+    """The episodes of one run on a worker pool, with cleanup on Ctrl-C / SIGTERM.
+
+    A variant with two or more episodes to run gets a ``ReadyPool`` (``pool`` > 0) at its
+    first episode, which prepares the next environments while its episodes run; the pool
+    is closed once the variant's last episode has ended (and at the end of the run, on
+    every exit path). Its environments start through the tracked provider, so Ctrl-C
+    stops them with the rest."""
 
     def __init__(self, run_dir: Path, provider_obj: Any, agent_spec: str, agent_options: dict[str, Any],
                  guardrail: Any, episode_args: dict[str, Any], workers: int, display: "_Progress",
-                 retry: dict[str, dict[str, Any]] | None = None):
+                 retry: dict[str, dict[str, Any]] | None = None, pool: int = 0):
         self.run_dir = run_dir
         self.tracker = EnvTracker()
         self.provider = TrackedProvider(provider_obj, self.tracker, run_dir)
@@ -638,6 +673,41 @@ class _SuiteRun:
         self.display = display
         self.retry = retry or {}  # episode id -> the errored attempt's results record
         self.interrupted: list[int] = []
+        self.pool_size = pool
+        self._pools: dict[str, Any] = {}  # variant id -> its ReadyPool
+        self._unstarted: dict[str, int] = {}  # variant id -> its episodes not started yet
+        self._unfinished: dict[str, int] = {}  # variant id -> its episodes not ended yet
+        self._pool_lock = threading.Lock()
+
+    def pool_for(self, variant: "Variant") -> Any:
+        """The variant's ready pool (made at its first episode when it has two or more in
+        this run), or None; counts the calling episode as started."""
+        with self._pool_lock:
+            left = self._unstarted.get(variant.id, 1)
+            self._unstarted[variant.id] = left - 1
+            pool = self._pools.get(variant.id)
+            if pool is None and self.pool_size > 0 and left >= 2:
+                from osguard.builder.pool import ReadyPool
+
+                pool = ReadyPool(variant, self.provider, size=self.pool_size, total=left,
+                                 hazards=not self.episode_args.get("standard", False))
+                self._pools[variant.id] = pool
+            return pool
+
+    def episode_ended(self, variant: "Variant") -> None:
+        """Close the variant's pool once its last episode of the run has ended."""
+        with self._pool_lock:
+            self._unfinished[variant.id] = self._unfinished.get(variant.id, 1) - 1
+            pool = self._pools.pop(variant.id, None) if self._unfinished[variant.id] <= 0 else None
+        if pool is not None:
+            pool.close()
+
+    def close_pools(self) -> None:
+        """Close every pool (what they prepared and nobody took is stopped)."""
+        with self._pool_lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
 
     def make_agent(self, variant: "Variant") -> Any:
         """A fresh agent; one that cannot be built fails its episode alone."""
@@ -647,18 +717,20 @@ class _SuiteRun:
             message = str(exc) if isinstance(exc, OsguardError) else f"{self.agent_spec}: {type(exc).__name__}: {exc}"
             return _FailedAgent(self.agent_spec, message)
 
-    def work(self, variant: "Variant") -> EpisodeResult | None:
+    def work(self, variant: "Variant", episode_id: str) -> EpisodeResult | None:
         """One episode in a worker thread; its line is appended once it has ended
         (None: interrupted, nothing recorded)."""
-        self.display.running(variant.id, True)
+        self.display.running(episode_id, True)
         try:
             result = run_episode(variant, self.make_agent(variant), self.guardrail, provider=self.provider,
-                                 run_dir=self.run_dir, episode_id=variant.id, cancel=self.tracker.cancel,
-                                 retry_of=self.retry.get(variant.id), **self.episode_args)
+                                 run_dir=self.run_dir, episode_id=episode_id, cancel=self.tracker.cancel,
+                                 retry_of=self.retry.get(episode_id), pool=self.pool_for(variant),
+                                 **self.episode_args)
         except Interrupted:
             return None
         finally:
-            self.display.running(variant.id, False)
+            self.display.running(episode_id, False)
+            self.episode_ended(variant)
             self.stop(self.tracker.release_current_thread())
         self.results_file.append(result.to_json())
         return result
@@ -679,9 +751,9 @@ class _SuiteRun:
         if first:
             raise _SignalStop(signum)
 
-    def run_all(self, todo: list["Variant"]) -> int:
-        """Run ``todo`` on ``self.workers`` threads (the local executor); returns how many
-        episodes ended.
+    def run_all(self, todo: list[tuple["Variant", str]]) -> int:
+        """Run ``todo`` (variant, episode id) on ``self.workers`` threads (the local
+        executor); returns how many episodes ended.
 
         Raises:
             RunInterrupted: Ctrl-C or SIGTERM (every environment stopped first).
@@ -693,8 +765,11 @@ class _SuiteRun:
         if in_main:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 previous[sig] = signal.signal(sig, self.on_signal)
+        for variant, _eid in todo:
+            self._unstarted[variant.id] = self._unstarted.get(variant.id, 0) + 1
+            self._unfinished[variant.id] = self._unfinished.get(variant.id, 0) + 1
         executor = LocalExecutor(self.workers)
-        units = executor.map(self.work, [(v,) for v in todo])
+        units = executor.map(self.work, list(todo))
         try:
             self.display.start()
             ran = 0
@@ -718,6 +793,7 @@ class _SuiteRun:
             raise
         finally:
             units.close()  # waits for the worker threads
+            self.close_pools()
             self.tracker.stop_all()
             self.display.stop()
             if in_main:

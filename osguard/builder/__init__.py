@@ -8,6 +8,8 @@
   end of every episode: postconfig once, then the final probe, then success and invariants.
 - ``check_variants(variants, provider, workers) -> list[CheckRow]``: the reference checks.
 - ``osguard.builder.probe``: state snapshots (import the submodule).
+- ``osguard.builder.pool.ReadyPool``: built variants prepared ahead in background threads
+  (``osguard run --pool``); ``osguard.builder.fork``: forks of a running environment.
 """
 
 from __future__ import annotations

@@ -52,6 +52,12 @@ def test_a_pool_gives_the_outcomes_of_fresh_builds_and_says_so(rename, local_pro
                 {"archive-untouched": 0, "todo-content-kept": None, "seeded-preserved": 0})
             assert rec["env_source"] == ("pool" if size else "fresh")
             assert rec["reset_s"] > 0
+    # the episode ids depend on --repeats: a resume must not mix two numberings
+    with pytest.raises(OsguardError) as caught:
+        run_suite([rename], "replay:unsafe", out_dir=tmp_path / "pool1", provider=local_provider, progress=False,
+                  repeats=2, resume=True)
+    assert str(caught.value) == (f"{tmp_path / 'pool1' / 'manifest.json'}: cannot resume with different settings "
+                                 "(repeats: was 3, now 2); use the original flags or a new --out")
 
 
 def test_repeats_and_pool_are_checked_before_anything_starts(rename, tmp_path):

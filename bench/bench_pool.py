@@ -34,6 +34,10 @@ from pathlib import Path
 from _timing import interleaved, machine_line, write_section
 
 REPO = Path(__file__).resolve().parents[1]
+NOTE = ("Warm: the replacement was ready (an episode longer than a build); `take()` is a queue pop "
+        "and one `is_alive` request. Cold: `take()` right after the previous take and the stop of what it "
+        "gave (an episode that lasted no time); it waits for the rest of a build, less the overlap with "
+        "that stop.")
 DEFAULT_VARIANTS = {"local": ("os-rename-todo-keep-archive", "writer-center-heading-keep-other-alignment"),
                     "docker": ("os-rename-todo-keep-archive",)}
 
@@ -121,7 +125,7 @@ def main() -> None:
              f"{f' --cpu {args.cpu}' if args.cpu else ''} --write bench/results.md` — {header}; "
              f"medians of {args.runs} interleaved rounds after one warm-up", "",
              "Reset = from the previous episode's end (its environment stopped) to the next environment "
-             "ready to act (started, setup and hazards, start steps, baseline probed).", "",
+             "ready to act (started, setup and hazards, start steps, baseline probed). " + NOTE, "",
              "| variant | fresh build (s) | warm pool (s) | × fresh | cold pool (s) | × fresh |",
              "|---|---:|---:|---:|---:|---:|"]
     cpu_lines = []

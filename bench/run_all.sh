@@ -6,7 +6,7 @@
 #   bench/run_all.sh [RUNS] [BENCH ...]
 #
 # RUNS (default 7) is the number of interleaved rounds of each bench; BENCH names pick a
-# subset (default: all): incremental probe score build fork rows office env a11y.
+# subset (default: all): incremental probe score build fork rows pool office env a11y.
 # Needs xxhsum (apt package xxhash) and a machine where the local provider runs; rows and
 # a11y also run on docker when its engine answers. CHECK_RUNS=0 skips the whole-suite
 # `osguard check` timings of the build bench (minutes of CPU; never on a shared machine).
@@ -19,7 +19,7 @@ python=${PYTHON:-$root/.venv/bin/python}
 [ -x "$python" ] || python=python3
 runs=${1:-7}
 [ $# -gt 0 ] && shift
-benches=${*:-incremental probe score build fork rows office env a11y}
+benches=${*:-incremental probe score build fork rows pool office env a11y}
 cd "$here"
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 docker_up() { docker info >/dev/null 2>&1; }
@@ -33,11 +33,13 @@ for bench in $benches; do
         fork) "$python" bench_fork.py --runs "$runs" --write results.md ;;
         rows) "$python" bench_rows.py --provider local --runs "$runs" --write results.md
               if docker_up; then "$python" bench_rows.py --provider docker --runs "$runs" --write results.md; fi ;;
+        pool) "$python" bench_pool.py --provider local --runs "$runs" --cpu 3 --write results.md
+              if docker_up; then "$python" bench_pool.py --provider docker --runs "$runs" --cpu 3 --write results.md; fi ;;
         office) "$python" bench_office.py --runs "$runs" --write results.md ;;
         env) "$python" bench_env.py --write results.md ;;
         a11y) "$python" bench_a11y.py --write results.md
               if docker_up; then "$python" bench_a11y.py --provider docker --write results.md; fi ;;
-        *) echo "unknown bench: $bench (expected: incremental probe score build fork rows office env a11y)" >&2
+        *) echo "unknown bench: $bench (expected: incremental probe score build fork rows pool office env a11y)" >&2
            exit 2 ;;
     esac
 done

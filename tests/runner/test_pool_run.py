@@ -5,6 +5,8 @@ results line says where its environment came from, and nothing is left running."
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,3 +68,13 @@ def test_repeats_and_pool_are_checked_before_anything_starts(rename, tmp_path):
     with pytest.raises(OsguardError, match=r"^--pool -1: expected an integer >= 0$"):
         run_suite([rename], "replay:safe", out_dir=tmp_path / "b", pool=-1, progress=False)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_the_cli_refuses_a_bad_repeats_or_pool_without_a_traceback(tmp_path):
+    for flag, value, message in (("--repeats", "0", "--repeats 0: expected an integer >= 1"),
+                                 ("--pool", "-1", "--pool -1: expected an integer >= 0")):
+        proc = subprocess.run([sys.executable, "-m", "osguard", "run", str(RENAME), "--agent", "replay:safe",
+                               flag, value, "--out", str(tmp_path / flag.strip("-")), "--no-progress"],
+                              capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert proc.returncode == 2, proc.stderr
+        assert message in proc.stderr and "Traceback" not in proc.stderr

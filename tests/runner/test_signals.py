@@ -181,3 +181,30 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     _wait_for(lambda: not any(process_alive(p) for p in left), 15, "the killed run's environment to end")
     assert not list((killed / "live-envs").glob("*.json"))
     assert _records(tmp_path) == []
+
+
+def test_sigterm_stops_the_environments_a_ready_pool_prepared(tmp_path):
+    """An environment a ready pool prepared for a later episode (ready or mid-build) must
+    never outlive the run when it is stopped by a signal."""
+    suite = _make_suite(tmp_path / "suite", 1)
+    actions = tmp_path / "slow.yaml"
+    actions.write_text("- sleep 60\n- DONE\n")
+    out = tmp_path / "run"
+    proc = subprocess.Popen([*OSGUARD, "run", str(suite), "--agent", f"replay:{actions}", "--out", str(out),
+                             "--repeats", "3", "--pool", "1", "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_isolated_env(tmp_path))
+    try:
+        # the first episode is in its `sleep 60`, and the pool has started the next environment
+        _wait_for(lambda: sum("sleep 60" in _cmdline(p) for p in _descendants(proc.pid)) == 1
+                  and len([p for p in _env_processes(_descendants(proc.pid)) if "_supervisor" in _cmdline(p)]) >= 2,
+                  60, "a running episode and a prepared environment")
+        envs = _env_processes(_descendants(proc.pid))
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, stderr
+    _wait_for(lambda: not any(process_alive(p) for p in envs), 10, "the environments' processes to end")
+    assert not list((out / "live-envs").glob("*.json"))
+    assert _records(tmp_path) == []

@@ -171,6 +171,8 @@ class HttpEnvironment:
     def _comes_back(self, within: float = 30.0) -> bool:
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
+            if self._stopped:  # stopped by us (another thread): nothing to wait for
+                return False
             if self._platform_answers(2):
                 return True
             time.sleep(0.1)
@@ -417,14 +419,20 @@ class HttpEnvironment:
         if self._stopped:
             return
         self._stopped = True
-        self._http.close()
-        if self._view is not None:
-            try:
-                self._view.close()
-            finally:
-                self._view = None
-        if self._stop_callback is not None:
-            self._stop_callback()
+        try:
+            if self._view is not None:
+                try:
+                    self._view.close()
+                finally:
+                    self._view = None
+            if self._stop_callback is not None:
+                self._stop_callback()
+        finally:
+            # Closed only once the environment is gone: a request in flight in another
+            # thread then sees the server end its connection and fails at once. Closed
+            # first, its socket's fd number could be reused by another thread before the
+            # blocked read polls it again, and the read would wait out its whole timeout.
+            self._http.close()
 
     def __enter__(self) -> "HttpEnvironment":
         return self

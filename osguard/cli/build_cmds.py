@@ -5,9 +5,12 @@ Thin commands over ``osguard.builder`` (group module: see osguard/cli/app.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 import typer
 
@@ -69,6 +72,20 @@ def _provider_for(name: str, image: str | None, disk: str | None = None, keep: b
         return get_provider(name, image=image, **options)
     except TypeError:  # a provider without images (local) refuses --image when starting
         return get_provider(name, **options) if options else name
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """File descriptor 1 (and ``sys.stdout``) pointed at stderr for the block, then restored."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _print_rows(rows: list["CheckRow"], provider: str, elapsed: float) -> None:
@@ -218,11 +235,14 @@ def register(app: typer.Typer) -> None:
         provider_obj = _provider_for(provider, image, disk)
         executor_obj = get_executor(executor, address=address, workers=workers)
         started = time.perf_counter()
-        try:
-            rows = check_variants(selected, provider_obj, workers, references=chosen, image=image,
-                                  templates=not fresh, executor=executor_obj, retries=retries)
-        finally:
-            executor_obj.close()
+        # With --json, stdout carries the JSON alone: whatever a library (Ray's driver)
+        # writes there meanwhile goes to stderr.
+        with _stdout_to_stderr() if as_json else contextlib.nullcontext():
+            try:
+                rows = check_variants(selected, provider_obj, workers, references=chosen, image=image,
+                                      templates=not fresh, executor=executor_obj, retries=retries)
+            finally:
+                executor_obj.close()
         elapsed = time.perf_counter() - started
         if as_json:
             typer.echo(json.dumps({"provider": provider, "elapsed_s": round(elapsed, 3),

@@ -1001,6 +1001,7 @@ class EngineView:
         self.container_id = env.info.extra["container_id"]
         self.watcher: AccessWatcher | None = None
         self._eval_image: str | None = None
+        self.freeze_error: str | None = None  # set when the evaluation commit ran unfrozen (_frozen)
         self._labels: dict[str, str] = {"osguard": "1", "osguard.env": env.info.id}
 
     # -- files -------------------------------------------------------------------------
@@ -1222,21 +1223,35 @@ class EngineView:
 
     @contextlib.contextmanager
     def _frozen(self) -> Iterator[None]:
-        """The environment's container paused (its processes frozen) for the block."""
+        """The environment's container paused (its processes frozen) for the block.
+
+        The cgroup freezer can fail while a process is in an uninterruptible wait (an
+        application still writing its file: "unable to freeze"); the pause is tried again
+        for a few seconds. If it never succeeds the block runs unfrozen (as every commit did
+        before this safeguard, the watcher quiet meanwhile) and ``freeze_error`` says why."""
         import docker
 
-        try:
-            self.client.api.pause(self.container_id)
-        except docker.errors.APIError as exc:
-            if "already paused" not in str(exc).lower():
-                raise
+        paused = False
+        for attempt in range(8):
+            try:
+                self.client.api.pause(self.container_id)
+                paused = True
+                break
+            except docker.errors.APIError as exc:
+                if "already paused" in str(exc).lower():
+                    break
+                self.freeze_error = f"could not pause the container for the evaluation commit: {exc}"
+                time.sleep(0.25 * (attempt + 1))
+        if paused:
+            self.freeze_error = None
         try:
             yield
         finally:
-            try:
-                self.client.api.unpause(self.container_id)
-            except docker.errors.APIError:  # gone or not paused: nothing left to thaw
-                pass
+            if paused:
+                try:
+                    self.client.api.unpause(self.container_id)
+                except docker.errors.APIError:  # gone: nothing left to thaw
+                    pass
 
     def _commit(self) -> str:
         """The evaluation image: this container committed (its sized home, /tmp and /var/tmp

@@ -106,6 +106,7 @@ def test_check_through_ray_passes_every_reference(cluster):
     proc = osguard(cluster, "check", SHELL_VARIANTS[0], *(f"--reference={r}" for r in references),
                    "--executor", "ray", "--address", cluster.address, "--json")
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    assert proc.stdout.lstrip().startswith("{"), f"stdout: {proc.stdout[:2000]!r}; stderr: {proc.stderr[-3000:]}"
     rows = json.loads(proc.stdout)["rows"]
     variant = load_variant(REPO / SHELL_VARIANTS[0])
     assert [(r["variant_id"], r["reference"]) for r in rows] == [(variant.id, j.reference)

@@ -215,6 +215,7 @@ def test_an_agent_process_left_running_is_frozen_while_the_evaluation_commits() 
         start = time.time_ns()
         view._image()  # the commit an evaluation command makes first
         end = time.time_ns()
+        assert view.freeze_error is None, view.freeze_error
         time.sleep(0.5)
         stamps = [int(x) for x in env.run_bash("cat /tmp/stamps", timeout=30).output.split()]
         margin = 50_000_000  # 50 ms: the pause and unpause calls themselves

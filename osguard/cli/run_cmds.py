@@ -45,6 +45,7 @@ def run_cmd(
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/<time>-<agent>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out; finished episodes are kept."),
     retry_errors: bool = typer.Option(False, "--retry-errors", help="With --resume: also run again the episodes that ended in env_error or agent_error (the errored attempt's folder is kept as episodes/<id>.tryN; the report counts the retried episodes)."),
+    rerun_changed: bool = typer.Option(False, "--rerun-changed", help="With --resume: a variant whose spec file changed since the run started is run again (its earlier episodes dropped) instead of refusing to resume; the manifest's rerun_changed lists it with its earlier spec_hash."),
     provider: str = typer.Option("local", "--provider", help="Environment provider: local, docker, osworld."),
     disk: Optional[str] = typer.Option(None, "--disk", help=DISK_HELP),
     retry_budget: int = typer.Option(2, "--retry-budget", help="Revisions allowed after a block at one state (paper: 2)."),
@@ -142,7 +143,7 @@ def run_cmd(
             retry_budget=retry_budget, resume=resume, progress=progress, agent_options=agent_options,
             guardrail_options=guardrail_options, step_probe=not no_step_probe, action_timeout=action_timeout,
             seed=seed, command_line=["osguard", *sys.argv[1:]], standard=standard,
-            step_timeout=step_timeout, episode_timeout=episode_timeout, retry_errors=retry_errors,
+            step_timeout=step_timeout, episode_timeout=episode_timeout, retry_errors=retry_errors, rerun_changed=rerun_changed,
             executor=executor_obj, repeats=repeats, pool=pool,
         )
     finally:

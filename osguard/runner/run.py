@@ -22,7 +22,7 @@ from osguard.errors import OsguardError
 from osguard.outcomes import Outcome
 from osguard.runner.agents import check_agent_spec, get_agent
 from osguard.runner.loop import EpisodeResult, Interrupted, run_episode
-from osguard.runner.trajectory import EPISODES, MANIFEST, ResultsFile, repair_results, write_json_atomic
+from osguard.runner.trajectory import EPISODES, MANIFEST, ResultsFile, drop_variants, repair_results, write_json_atomic
 
 if TYPE_CHECKING:
     from osguard.spec.model import Variant
@@ -327,6 +327,7 @@ def run_suite(
     episode_timeout: float = 1800.0,
     observation: str | None = None,
     retry_errors: bool = False,
+    rerun_changed: bool = False,
     executor: Any = None,
     repeats: int = 1,
     pool: int = 1,
@@ -374,6 +375,10 @@ def run_suite(
             an episode counts), the errored attempt's folder is kept as
             ``episodes/<id>.tryN`` and listed in the new line's ``retried``, and the
             manifest's ``retried`` maps each retried episode to its earlier attempts.
+        rerun_changed: with ``resume``, a variant whose spec file changed since the run
+            started (another ``spec_hash``) has its earlier episodes dropped (results lines
+            and folders) and run again, instead of refusing to resume; the manifest's
+            ``rerun_changed`` lists each such variant with its earlier hash.
         executor: where episodes run: None or ``"local"`` (``workers`` threads here), or
             an ``osguard.runner.executor.Executor`` such as ``RayExecutor`` (each episode a
             Ray task; its folder comes back and is written here, as a local one is). The
@@ -397,6 +402,8 @@ def run_suite(
         raise OsguardError(f"--pool {pool}: expected an integer >= 0")
     if retry_errors and not resume:
         raise OsguardError("--retry-errors needs --resume: it runs again the errored episodes of an existing run")
+    if rerun_changed and not resume:
+        raise OsguardError("--rerun-changed needs --resume: it runs again the episodes of variants whose spec changed")
     variants = _unique(variants)
     check_agent_spec(agent_spec)
     agent_options = dict(agent_options or {})
@@ -426,7 +433,7 @@ def run_suite(
         raise OsguardError(f"--repeats {repeats}: only the local executor runs repeats "
                            "(--executor ray runs each variant once)")
     manifest["pool"] = pool if executor_obj.name != "ray" else None
-    done, retry = _prepare_run_dir(run_dir, manifest, resume, provider_obj, retry_errors)
+    done, retry = _prepare_run_dir(run_dir, manifest, resume, provider_obj, retry_errors, rerun_changed)
     everything = [(v, eid) for v in variants for eid in episode_ids(v, repeats)]
     todo = [(v, eid) for v, eid in everything if eid not in done]
     summary = RunSummary(run_dir=run_dir, skipped=len(everything) - len(todo), unsupported=skipped)
@@ -587,10 +594,12 @@ def _now() -> str:
 
 
 def _prepare_run_dir(run_dir: Path, manifest: dict[str, Any], resume: bool, provider_obj: Any,
-                     retry_errors: bool = False) -> tuple[set[str], dict[str, dict[str, Any]]]:
+                     retry_errors: bool = False, rerun_changed: bool = False
+                     ) -> tuple[set[str], dict[str, dict[str, Any]]]:
     """Create (or, resuming, check and repair) the run directory and write the manifest.
     Returns the episode ids already done, and (``retry_errors``) the results records of the
-    errored episodes to run again."""
+    errored episodes to run again. ``rerun_changed``: the episodes of variants whose spec
+    changed are dropped (they run again) instead of refusing to resume."""
     done: set[str] = set()
     retry: dict[str, dict[str, Any]] = {}
     if resume:
@@ -598,12 +607,18 @@ def _prepare_run_dir(run_dir: Path, manifest: dict[str, Any], resume: bool, prov
         _check_resume_manifest(old, manifest, run_dir)
         changed = [vid for vid, meta in old.get("variants", {}).items()
                    if vid in manifest["variants"] and meta.get("spec_hash") != manifest["variants"][vid]["spec_hash"]]
-        if changed:
+        if changed and not rerun_changed:
             raise OsguardError(
                 f"{run_dir / MANIFEST}: cannot resume: spec changed since the run started for "
-                f"{', '.join(sorted(changed))}; use a new --out"
+                f"{', '.join(sorted(changed))}; use a new --out, or --rerun-changed to run them again"
             )
         reap_leftovers(run_dir, provider_obj)
+        if changed:
+            drop_variants(run_dir, set(changed))
+            manifest["rerun_changed"] = {**old.get("rerun_changed", {}),
+                                         **{vid: old["variants"][vid].get("spec_hash") for vid in sorted(changed)}}
+        elif "rerun_changed" in old:
+            manifest["rerun_changed"] = old["rerun_changed"]
         kept = repair_results(run_dir)
         if retry_errors:
             retry = {r["episode_id"]: r for r in kept if r.get("outcome") in ERRORS}

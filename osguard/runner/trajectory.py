@@ -238,6 +238,25 @@ def repair_results(run_dir: Path) -> list[dict[str, Any]]:
     return kept
 
 
+def drop_variants(run_dir: Path, variant_ids: set[str]) -> list[str]:
+    """Remove every episode of these variants from a run directory (results lines, episode
+    folders and their retried attempts), so a resume runs them again. Returns the episode
+    ids removed."""
+    run_dir = Path(run_dir)
+    records = read_results(run_dir)
+    gone = [r["episode_id"] for r in records if r.get("variant_id") in variant_ids]
+    path = run_dir / RESULTS
+    if path.exists():
+        write_text_atomic(path, "".join(json.dumps(r, default=str) + "\n" for r in records
+                                        if r.get("variant_id") not in variant_ids))
+    episodes = run_dir / EPISODES
+    for eid in gone:
+        for child in (episodes.glob(f"{eid}*") if episodes.is_dir() else ()):
+            if child.name == eid or TRY_FOLDER.fullmatch(child.name) and child.name.startswith(eid + "."):
+                shutil.rmtree(child, ignore_errors=True)
+    return gone
+
+
 def trajectory_view(steps: Any, *, clipboard: Any = ()) -> Any:
     """The transcript invariants read (``TrajectoryView``), built from recorded steps.
 

@@ -351,7 +351,8 @@ def build_suite_items(variants: list["Variant"], out: str | Path, *, provider: s
         observation: what items carry (``screenshot``, ``a11y``, ``both``, ``shell``).
         force: replace an existing items directory (its items, images and runs).
         resume: keep the replays already in ``out/runs/`` (episodes recorded there are not
-            run again; ``osguard run --resume``) and rebuild the items from them.
+            run again; ``osguard run --resume``; a variant whose spec changed since is
+            replayed again, ``--rerun-changed``) and rebuild the items from them.
         per_state: state-compatible candidates per interruption state (at most).
         progress: called with one line per phase.
         executor: None (``workers`` threads here) or an ``osguard.runner.executor``
@@ -405,6 +406,8 @@ def build_suite_items(variants: list["Variant"], out: str | Path, *, provider: s
                   # costs seconds per step)
                   observation=observation,
                   resume=resume and (run_dir / "manifest.json").exists(),
+                  # a variant edited since its replays ran is replayed again, the rest reused
+                  rerun_changed=resume and (run_dir / "manifest.json").exists(),
                   command_line=["osguard", "items", "build", "--suite", f"({run.name})"])
         timings[f"run_{run.name}_s"] = round(time.perf_counter() - mark, 2)
         episodes[run.name] = read_run(out / RUNS_DIR / run.name, problems=problems)

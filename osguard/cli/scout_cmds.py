@@ -145,6 +145,25 @@ def items_show_cmd(
                    f"#{item.candidate_index}: {item.action.render()[:100]}")
 
 
+@items_app.command("pack")
+def items_pack_cmd(
+    items_dir: Path = typer.Argument(..., help="An items directory (built by 'osguard items build')."),
+    out: Path = typer.Option(..., "--out", "-o", help="Where to write items.jsonl.gz and build.json."),
+) -> None:
+    """Pack an item set for publishing: OUT/items.jsonl.gz (same bytes for the same items)
+    and OUT/build.json; screenshots and annotations stay out. Every command that reads
+    items (show, score, annotate) reads a packed folder as it is.
+
+    Example:
+
+      osguard items pack items/ --out items-published/
+    """
+    from osguard.scout.items import load_items, pack_items
+
+    target = pack_items(items_dir, out)
+    typer.echo(f"packed {len(load_items(out))} items into {target} ({target.stat().st_size / 1e6:.1f} MB)")
+
+
 def annotate_cmd(
     items_dir: Path = typer.Argument(..., help="An items directory."),
     annotator: Optional[str] = typer.Option(None, "--annotator", help="Your name (labels are saved under it)."),
@@ -232,6 +251,12 @@ def score_cmd(
     if out is not None and out.exists() and not resume:
         raise OsguardError(f"{out} already exists (use --resume to continue it, or another --out)")
     items = load_items(items_dir) if items_dir is not None else None
+    if items_dir is not None and verifier:
+        from osguard.scout.items import screenshots_left_out
+
+        if screenshots_left_out(items_dir):
+            typer.echo(f"note: {items_dir} is a packed set without its screenshots: verifiers see the "
+                       "accessibility tree and shell output only (osguard items build rebuilds them)", err=True)
     gold = None
     agreement = None
     if items is not None and items_dir is not None:

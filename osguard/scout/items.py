@@ -3,7 +3,8 @@
 An items directory::
 
     ITEMS_DIR/
-      items.jsonl        # one item per line (schema below)
+      items.jsonl        # one item per line (schema below); or items.jsonl.gz (a packed,
+                         # published set: ``pack_items``), read the same way
       images/<id>.png    # pre-action screenshots
       build.json         # how the items were built (sources, counts, skipped, proposer)
       annotations.jsonl  # human labels, appended by ``osguard annotate`` (may be absent)
@@ -53,6 +54,7 @@ from osguard.actions import Action
 from osguard.scout.types import LABELS, ScoutError, VerifierInput
 
 ITEMS_FILE = "items.jsonl"
+ITEMS_GZ = "items.jsonl.gz"  # a packed set (``pack_items``): what the repository publishes
 IMAGES_DIR = "images"
 BUILD_FILE = "build.json"
 ANNOTATIONS_FILE = "annotations.jsonl"
@@ -143,7 +145,7 @@ def to_verifier_input(item: Item, items_dir: str | Path) -> VerifierInput:
     deliberately left out: this function is the leakage guard.
     """
     screenshot = None
-    if item.screenshot:
+    if item.screenshot and not screenshots_left_out(items_dir):
         path = Path(items_dir) / item.screenshot
         try:
             screenshot = path.read_bytes()
@@ -153,24 +155,52 @@ def to_verifier_input(item: Item, items_dir: str | Path) -> VerifierInput:
                          accessibility_tree=item.accessibility_tree, shell_output=item.shell_output)
 
 
+def screenshots_left_out(items_dir: str | Path) -> bool:
+    """A packed set published without its screenshots (``items.jsonl.gz``, no ``images/``):
+    verifiers see the accessibility tree and shell output only; ``osguard items build``
+    rebuilds the screenshots."""
+    items_dir = Path(items_dir)
+    return (not (items_dir / ITEMS_FILE).exists() and (items_dir / ITEMS_GZ).is_file()
+            and not (items_dir / IMAGES_DIR).is_dir())
+
+
+def _items_text(items_dir: Path) -> tuple[Path, str]:
+    """The path and text of a directory's items: ``items.jsonl``, else ``items.jsonl.gz``."""
+    path = items_dir / ITEMS_FILE
+    packed = items_dir / ITEMS_GZ
+    if not items_dir.is_dir():
+        raise ScoutError(f"items directory {items_dir} does not exist")
+    if path.is_file() or not packed.is_file():
+        if not path.is_file():
+            raise ScoutError(f"{path}: no such file (expected an items directory built by "
+                             "'osguard items build', or a packed one with items.jsonl.gz)")
+        return path, read_user_text(path, ScoutError)
+    import gzip
+    import zlib
+
+    try:
+        raw = gzip.decompress(packed.read_bytes())
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ScoutError(f"{packed}: not a readable gzip file ({exc})") from None
+    try:
+        return packed, raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ScoutError(f"{packed}:{line}: file is not UTF-8 text (byte 0x{raw[exc.start]:02x})") from None
+
+
 def load_items(items_dir: str | Path) -> list[Item]:
-    """Read ``ITEMS_DIR/items.jsonl``.
+    """Read ``ITEMS_DIR/items.jsonl`` (or, if only that is there, ``items.jsonl.gz``).
 
     Raises:
         ScoutError: when the directory or file is missing, or a line is not a valid item
             (every bad line is reported, with its number).
     """
-    items_dir = Path(items_dir)
-    path = items_dir / ITEMS_FILE
-    if not items_dir.is_dir():
-        raise ScoutError(f"items directory {items_dir} does not exist")
-    if not path.is_file():
-        raise ScoutError(f"{path}: no such file (expected an items directory built by "
-                         "'osguard items build')")
+    path, text = _items_text(Path(items_dir))
     items: list[Item] = []
     problems: list[str] = []
     seen: set[str] = set()
-    for number, line in enumerate(read_user_text(path, ScoutError).splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -190,6 +220,30 @@ def load_items(items_dir: str | Path) -> list[Item]:
     if problems:
         raise ScoutError("\n".join(problems))
     return items
+
+
+def pack_items(items_dir: str | Path, out_dir: str | Path) -> Path:
+    """Pack an items directory for publishing: ``OUT/items.jsonl.gz`` (the items as built,
+    gzip with a zero timestamp, so equal items give equal bytes) and ``OUT/build.json``.
+    Screenshots stay out (``screenshot`` keeps its relative path; rebuild them with ``osguard
+    items build``); annotations stay out (they are the annotators', not the set's). The
+    items are validated first. Returns the packed file's path."""
+    import gzip
+
+    items_dir, out_dir = Path(items_dir), Path(out_dir)
+    if not load_items(items_dir):
+        raise ScoutError(f"{items_dir}: no items to pack")
+    _, text = _items_text(items_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / ITEMS_GZ
+    tmp = target.with_name(f".{target.name}.tmp")
+    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
+        gz.write(text.encode("utf-8"))
+    tmp.replace(target)
+    build = items_dir / BUILD_FILE
+    if build.is_file():
+        write_text_atomic(out_dir / BUILD_FILE, read_user_text(build, ScoutError))
+    return target
 
 
 def write_items(items_dir: str | Path, items: list[Item]) -> Path:

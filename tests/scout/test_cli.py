@@ -172,3 +172,34 @@ def test_score_resume_keeps_done_predictions_and_retries_errors(runs, tmp_path, 
     assert [p.item_id for p in final] == [i.id for i in items]
     assert [p.label for p in final] == ["allowed", "allowed"] + ["unsafe"] * (len(items) - 2)
     assert all(p.error is None for p in final)
+
+
+def test_a_packed_set_reads_and_scores_like_the_built_one(runs, tmp_path, capsys):
+    """What the repository publishes (items.jsonl.gz + build.json) must score exactly as the
+    folder it was packed from, and pack to the same bytes every time (no timestamp inside)."""
+    items_dir = tmp_path / "items"
+    assert _run(capsys, "items", "build", str(runs["variants"]), "--out", str(items_dir))[0] == 0
+    code, out, err = _run(capsys, "items", "pack", str(items_dir), "--out", str(tmp_path / "packed"))
+    assert code == 0, err
+    assert out.startswith(f"packed 4 items into {tmp_path / 'packed' / 'items.jsonl.gz'} (")
+    assert sorted(p.name for p in (tmp_path / "packed").iterdir()) == ["build.json", "items.jsonl.gz"]
+    first = (tmp_path / "packed" / "items.jsonl.gz").read_bytes()
+    assert _run(capsys, "items", "pack", str(items_dir), "--out", str(tmp_path / "again"))[0] == 0
+    assert (tmp_path / "again" / "items.jsonl.gz").read_bytes() == first
+    assert [i.to_json() for i in load_items(tmp_path / "packed")] == [i.to_json() for i in load_items(items_dir)]
+    scored = [_run(capsys, "score", str(d), "--verifier", "rules", "--verifier", "allow-all")
+              for d in (items_dir, tmp_path / "packed")]
+    assert scored[0][0] == scored[1][0] == 0, scored[1][2]
+    assert scored[0][1].replace(str(items_dir), "D") == scored[1][1].replace(str(tmp_path / "packed"), "D")
+    assert scored[1][2].splitlines()[0] == (f"note: {tmp_path / 'packed'} is a packed set without its screenshots: verifiers "
+                                    "see the accessibility tree and shell output only (osguard items build rebuilds "
+                                    "them)")
+    assert "note:" not in scored[0][2]
+    assert _run(capsys, "items", "show", str(tmp_path / "packed"))[0] == 0
+    # a damaged archive is a clear error, not a traceback
+    (tmp_path / "packed" / "items.jsonl.gz").write_bytes(first[: len(first) // 2])
+    code, out, err = _run(capsys, "items", "show", str(tmp_path / "packed"))
+    assert code == 2
+    assert err.startswith(f"error: {tmp_path / 'packed' / 'items.jsonl.gz'}: not a readable gzip file (")
+    code, out, err = _run(capsys, "items", "pack", str(tmp_path / "nothing"), "--out", str(tmp_path / "x"))
+    assert code == 2 and err.strip() == f"error: items directory {tmp_path / 'nothing'} does not exist"

@@ -528,24 +528,44 @@ class _Episode:
             rec = self.built.record
             build_record = {**rec, "baseline": {k: v for k, v in rec["baseline"].items() if k != "state"}}
         s = self.settings
-        return {
-            **result.to_json(),
-            "standard": s.standard,
-            "instruction": self.variant.base.instruction,
-            "agent": self.agent.name,
-            "guardrail": getattr(self.guardrail, "name", None),
-            "retry_budget": s.retry_budget,
-            "max_steps": s.max_steps,
-            "final_block": self.final_block,
-            "timeout": self.timeout_info,
-            "step_timeout": s.step_timeout,
-            "episode_timeout": s.episode_timeout,
-            "evaluation": self.evaluation,
-            "environment": self.env_info,
-            "build": build_record,
-            "start_retries": self.start_retries(),
-            "states": states,
-        }
+        return outcome_document(
+            result, standard=s.standard, instruction=self.variant.base.instruction, agent=self.agent.name,
+            guardrail=getattr(self.guardrail, "name", None), evaluation=self.evaluation,
+            environment=self.env_info, build=build_record, states=states,
+            loop={"retry_budget": s.retry_budget, "max_steps": s.max_steps, "final_block": self.final_block,
+                  "timeout": self.timeout_info, "step_timeout": s.step_timeout,
+                  "episode_timeout": s.episode_timeout},
+            start_retries=self.start_retries())
+
+
+def outcome_document(result: EpisodeResult, *, standard: bool, instruction: str, agent: str | None,
+                     guardrail: str | None, evaluation: dict[str, Any] | None = None, environment: Any = None,
+                     build: dict[str, Any] | None = None, states: dict[str, str] | None = None,
+                     loop: dict[str, Any] | None = None, start_retries: list[str] | None = None) -> dict[str, Any]:
+    """An episode's ``outcome.json``: its results line plus what is needed to read it. The
+    one place its shape is made, for an episode that ran and for one no worker finished
+    (``_RaySuiteRun.record_failure``: no evaluation, environment, build or states). ``loop``
+    holds the loop's own fields (limits, final block, timeout), left out when None."""
+    doc: dict[str, Any] = {**result.to_json(), "standard": standard, "instruction": instruction, "agent": agent,
+                           "guardrail": guardrail, **(loop or {}), "evaluation": evaluation,
+                           "environment": environment, "build": build}
+    if start_retries is not None:
+        doc["start_retries"] = start_retries
+    doc["states"] = states or {}
+    return doc
+
+
+def mark_retry(result: EpisodeResult, retry_of: dict[str, Any] | None) -> str | None:
+    """For an episode that redoes an errored attempt (``retry_of``, that attempt's results
+    record; None otherwise): list every earlier attempt in ``result.retried`` and return
+    the folder name the errored attempt is kept as (``<id>.tryN``)."""
+    if retry_of is None:
+        return None
+    earlier = [dict(a) for a in retry_of.get("retried") or []]
+    kept_as = f"{result.episode_id}.try{len(earlier) + 1}"
+    result.retried = [*earlier, {"outcome": retry_of.get("outcome"), "reason": retry_of.get("reason", ""),
+                                 "episode_dir": f"episodes/{kept_as}"}]
+    return kept_as
 
 
 def _observe(env: "Environment", shell_output: str | None, step: int,
@@ -684,13 +704,8 @@ def run_episode(
 
     ep.record_unfinished_step()
     result = ep.result(episode_id)
-    kept_as = None
-    if retry_of is not None:
-        # the errored attempt's folder stays as <id>.tryN, and the new line lists every earlier attempt
-        earlier = [dict(a) for a in retry_of.get("retried") or []]
-        kept_as = f"{episode_id}.try{len(earlier) + 1}"
-        result.retried = [*earlier, {"outcome": retry_of.get("outcome"), "reason": retry_of.get("reason", ""),
-                                     "episode_dir": f"episodes/{kept_as}"}]
+    # the errored attempt's folder stays as <id>.tryN, and the new line lists every earlier attempt
+    kept_as = mark_retry(result, retry_of)
     outcome_doc = ep.outcome_doc(result)
     if clock.cancelled() and result.outcome in (Outcome.ENV_ERROR, Outcome.AGENT_ERROR):
         ep.writer.discard()

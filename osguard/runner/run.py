@@ -921,15 +921,12 @@ class _RaySuiteRun:
         retried = record.get("retried") or []
         kept_as = Path(retried[-1]["episode_dir"]).name if retried and episode_id in self.retry else None
         commit_folder(temp, self.run_dir / EPISODES / episode_id, keep_previous=kept_as)
-        self.results_file.append(record)
-        self.written.add(episode_id)
-        fields = {k: record[k] for k in EpisodeResult.__dataclass_fields__ if k in record}
-        fields["outcome"] = Outcome(record["outcome"])
-        return EpisodeResult(**fields)
+        return self._append(record)
 
     def record_failure(self, variant: "Variant", reason: str) -> EpisodeResult | None:
         """An episode no worker finished: ``env_error`` with the reason, with a folder of its
         own (``outcome.json``) so it counts, and ``--resume --retry-errors`` runs it again."""
+        from osguard.runner.loop import mark_retry, outcome_document
         from osguard.runner.trajectory import EpisodeWriter
 
         episode_id = variant.id
@@ -938,21 +935,21 @@ class _RaySuiteRun:
         result = EpisodeResult(episode_id=episode_id, variant_id=variant.id, outcome=Outcome.ENV_ERROR,
                                reason=reason, spec_hash=variant.spec_hash, family=variant.family,
                                domain=variant.base.domain, episode_dir=f"episodes/{episode_id}")
-        kept_as = None
-        retry_of = self.retry.get(episode_id)
-        if retry_of is not None:
-            earlier = [dict(a) for a in retry_of.get("retried") or []]
-            kept_as = f"{episode_id}.try{len(earlier) + 1}"
-            result.retried = [*earlier, {"outcome": retry_of.get("outcome"), "reason": retry_of.get("reason", ""),
-                                         "episode_dir": f"episodes/{kept_as}"}]
-        writer = EpisodeWriter(self.run_dir, episode_id)
-        writer.commit({**result.to_json(), "standard": bool(self.episode_args.get("standard")),
-                       "instruction": variant.base.instruction, "agent": self.agent_spec,
-                       "guardrail": self.guardrail_spec, "evaluation": None, "environment": None,
-                       "build": None, "states": {}}, keep_previous=kept_as)
-        self.results_file.append(result.to_json())
-        self.written.add(episode_id)
-        return result
+        kept_as = mark_retry(result, self.retry.get(episode_id))
+        EpisodeWriter(self.run_dir, episode_id).commit(
+            outcome_document(result, standard=bool(self.episode_args.get("standard")),
+                             instruction=variant.base.instruction, agent=self.agent_spec,
+                             guardrail=self.guardrail_spec),
+            keep_previous=kept_as)
+        return self._append(result.to_json())
+
+    def _append(self, record: dict[str, Any]) -> EpisodeResult:
+        """The episode's results line (its folder is in place), once; as an EpisodeResult."""
+        self.results_file.append(record)
+        self.written.add(record["episode_id"])
+        fields = {k: record[k] for k in EpisodeResult.__dataclass_fields__ if k in record}
+        fields["outcome"] = Outcome(record["outcome"])
+        return EpisodeResult(**fields)
 
 
 def _spool_root() -> Path:

@@ -5,16 +5,14 @@ Thin commands over ``osguard.builder`` (group module: see osguard/cli/app.py).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from osguard.cli._disk import DISK_HELP
+from osguard.cli._json import echo_json, json_command
 from osguard.errors import OsguardError
 from osguard.runner.executor import ADDRESS_HELP, EXECUTOR_HELP
 
@@ -74,20 +72,6 @@ def _provider_for(name: str, image: str | None, disk: str | None = None, keep: b
         return get_provider(name, **options) if options else name
 
 
-@contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    """File descriptor 1 (and ``sys.stdout``) pointed at stderr for the block, then restored."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
 def _print_rows(rows: list["CheckRow"], provider: str, elapsed: float) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -127,6 +111,7 @@ def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
 
     @app.command("build")
+    @json_command
     def build(
         variants: list[str] = typer.Argument(..., help="Variant files, folders or ids."),
         provider: str = typer.Option("local", "--provider", "-p", help="local, docker or osworld."),
@@ -177,9 +162,10 @@ def register(app: typer.Typer) -> None:
                                f"look inside: osguard env exec {built.env.info.id} -- ls -la /home/user ; "
                                f"stop it: osguard env down {built.env.info.id}")
         if as_json:
-            typer.echo(json.dumps(summaries, indent=2))
+            echo_json(json.dumps(summaries, indent=2))
 
     @app.command("check")
+    @json_command
     def check(
         variants: Optional[list[str]] = typer.Argument(None, help="Variant files, folders or ids (default: the whole suite)."),
         provider: str = typer.Option("local", "--provider", "-p", help="local, docker or osworld."),
@@ -235,17 +221,16 @@ def register(app: typer.Typer) -> None:
         provider_obj = _provider_for(provider, image, disk)
         executor_obj = get_executor(executor, address=address, workers=workers)
         started = time.perf_counter()
-        # With --json, stdout carries the JSON alone: whatever a library (Ray's driver)
-        # writes there meanwhile goes to stderr.
-        with _stdout_to_stderr() if as_json else contextlib.nullcontext():
-            try:
-                rows = check_variants(selected, provider_obj, workers, references=chosen, image=image,
-                                      templates=not fresh, executor=executor_obj, retries=retries)
-            finally:
-                executor_obj.close()
+        # With --json, stdout carries the JSON alone (json_command): whatever a library
+        # (Ray's driver) writes there meanwhile goes to stderr.
+        try:
+            rows = check_variants(selected, provider_obj, workers, references=chosen, image=image,
+                                  templates=not fresh, executor=executor_obj, retries=retries)
+        finally:
+            executor_obj.close()
         elapsed = time.perf_counter() - started
         if as_json:
-            typer.echo(json.dumps({"provider": provider, "elapsed_s": round(elapsed, 3),
+            echo_json(json.dumps({"provider": provider, "elapsed_s": round(elapsed, 3),
                                    "rows": [row.to_json() for row in rows]}, indent=2, default=str))
         else:
             _print_rows(rows, provider, elapsed)

@@ -15,6 +15,7 @@ from typing import Any, Optional
 import typer
 
 from osguard.cli._disk import DISK_HELP
+from osguard.cli._json import echo_json, json_command
 from osguard.errors import OsguardError
 
 env_app = typer.Typer(name="env", help="Start, use and stop environments (local sandbox, docker, OSWorld VM).",
@@ -90,6 +91,7 @@ def _describe_caps(caps: dict[str, Any]) -> str:
 
 
 @env_app.command("up")
+@json_command
 def up_cmd(
     provider: str = typer.Option("local", "--provider", "-p", help="local (default), docker or osworld."),
     image: str = typer.Option(None, "--image", help="Image to start (docker provider)."),
@@ -133,7 +135,7 @@ def up_cmd(
         })
     caps = env.capabilities.to_json()
     if as_json:
-        typer.echo(json.dumps({"id": env.info.id, "provider": env.info.provider, "endpoint": env.info.endpoint,
+        echo_json(json.dumps({"id": env.info.id, "provider": env.info.provider, "endpoint": env.info.endpoint,
                                "image": env.info.image, "capabilities": caps, "seconds": round(seconds, 3)}))
         return
     typer.echo(f"{env.info.id}  {env.info.endpoint}  (started in {seconds:.2f} s)")
@@ -144,6 +146,7 @@ def up_cmd(
 
 
 @env_app.command("list")
+@json_command
 def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print the records as JSON.")) -> None:
     """List running environments (most recent last).
 
@@ -171,7 +174,7 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print the recor
         rows.append({**record, "alive": alive, "owner_alive": _state.owner_alive(record.get("owner"))})
     unrecorded = leftovers()
     if as_json:
-        typer.echo(json.dumps(rows + [{**row, "alive": False, "recorded": False} for row in unrecorded], indent=2))
+        echo_json(json.dumps(rows + [{**row, "alive": False, "recorded": False} for row in unrecorded], indent=2))
         return
     if not rows and not unrecorded:
         typer.echo("no running environments")

@@ -12,11 +12,14 @@ import time
 
 import typer
 
+from osguard.cli._json import echo_json, json_command
+
 image_app = typer.Typer(name="image", help="Build and manage osguard's desktop image (docker provider).",
                         no_args_is_help=True)
 
 
 @image_app.command("build")
+@json_command
 def build_cmd(
     flavor: str = typer.Option("base", "--flavor", "-f",
                                help="base: Xvfb, openbox, xterm, mousepad, AT-SPI, pyautogui, the server. "
@@ -47,7 +50,7 @@ def build_cmd(
     else:
         result = _build_with_display(flavor, force)
     if as_json:
-        typer.echo(json.dumps({"flavor": result.flavor, "tag": result.tag, "image_id": result.image_id,
+        echo_json(json.dumps({"flavor": result.flavor, "tag": result.tag, "image_id": result.image_id,
                                "cached": result.cached, "seconds": round(result.seconds, 2),
                                "phases": {k: round(v, 2) for k, v in result.phases.items()}}))
     elif quiet:
@@ -103,6 +106,7 @@ def _build_with_display(flavor: str, force: bool):
 
 
 @image_app.command("list")
+@json_command
 def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List osguard desktop images in the engine; `current` marks builds of today's sources.
 
@@ -113,7 +117,7 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) 
 
     records = list_images()
     if as_json:
-        typer.echo(json.dumps([r.__dict__ for r in records], indent=2))
+        echo_json(json.dumps([r.__dict__ for r in records], indent=2))
         return
     for name, spec in FLAVORS.items():
         built = any(r.current and r.flavor == name for r in records)

@@ -12,11 +12,14 @@ from typing import Callable, Optional
 
 import typer
 
+from osguard.cli._json import echo_json, json_command
+
 _EXAMPLES_HELP = "OSWorld's evaluation_examples/ (or its examples/). Default: $OSGUARD_OSWORLD_EXAMPLES."
 
 tasks_app = typer.Typer(name="tasks", help="Browse upstream OSWorld tasks.", no_args_is_help=True)
 
 
+@json_command
 def validate_cmd(
     paths: Optional[list[Path]] = typer.Argument(None, help="Spec files or folders (default: the suite)."),
     osworld_examples: Optional[Path] = typer.Option(
@@ -123,7 +126,7 @@ def validate_report(paths: list[Path] | None, examples: Path | None, as_json: bo
                               "safe_length": r.safe_length, "long_gui": r.long_gui,
                               "alternatives": len(r.alternatives)} for r in cov.rows],
             }
-        typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
+        echo_json(json.dumps(report, indent=2, ensure_ascii=False))
         return 1 if problems else 0
 
     from rich.console import Console
@@ -237,6 +240,7 @@ def new_cmd(
 
 
 @tasks_app.command("list")
+@json_command
 def tasks_list_cmd(
     osworld_examples: Optional[Path] = typer.Option(
         None, "--osworld-examples", envvar="OSGUARD_OSWORLD_EXAMPLES", help=_EXAMPLES_HELP
@@ -267,7 +271,7 @@ def tasks_list_cmd(
             covered.setdefault(variant.base.osworld_id, []).append(variant.id)
     if as_json:
         for task in tasks:
-            typer.echo(json.dumps({"id": task["id"], "domain": task["_domain"], "instruction": task["instruction"],
+            echo_json(json.dumps({"id": task["id"], "domain": task["_domain"], "instruction": task["instruction"],
                                    "variants": covered.get(task["id"], [])}, ensure_ascii=False))
         return
     from rich.console import Console

@@ -1129,13 +1129,10 @@ def _has_hidden(docs: dict[str, bytes | None]) -> bool:
     return False
 
 
-def _seen(env: Any, request: Any, timeout: float) -> dict[str, str]:
+def _seen(env: Any, state: dict[str, Any]) -> dict[str, str]:
     """What a person at the machine sees: the accessibility tree's text (``screen``) and
-    the clipboard (``clipboard``); either left out when it cannot be read."""
-    import dataclasses
-
-    from osguard.builder.probe import probe
-
+    the clipboard (``clipboard``, from ``state``: the look-ahead's own probe asked for it);
+    either left out when it cannot be read."""
     out: dict[str, str] = {}
     try:
         tree = env.accessibility_tree()
@@ -1143,12 +1140,8 @@ def _seen(env: Any, request: Any, timeout: float) -> dict[str, str]:
         tree = None
     if tree:
         out["screen"] = tree
-    try:
-        clip = probe(env, dataclasses.replace(request, roots=(), lines=(), processes=False, clipboard=True),
-                     timeout=timeout).get("clipboard")
-    except Exception:  # noqa: BLE001 - clipboard unreadable: the files still count
-        clip = None
-    if isinstance(clip, str) and clip:
+    clip = state.get("clipboard")
+    if isinstance(clip, str) and clip:  # None: unreadable (the files still count)
         out["clipboard"] = clip
     return out
 
@@ -1214,7 +1207,9 @@ class LookaheadVerifier:
             roots = [home, "/tmp"] + _named_roots(item.action.code + "\n" + item.instruction, home)
             roots = sorted(dict.fromkeys(roots))
             roots = [r for r in roots if not any(r != q and r.startswith(q + "/") for q in roots)]
-            request = ProbeRequest(roots=tuple(roots), lines=tuple(roots), processes=True)
+            # A GUI action's probes read the clipboard too, for _seen below (no probe of its own).
+            request = ProbeRequest(roots=tuple(roots), lines=tuple(roots), processes=True,
+                                   clipboard=item.action.kind == "pyautogui")
             before = probe(fork.env, request, timeout=self.probe_timeout)
             docs = {p: _read(fork.env, p) for p, e in (before.get("files") or {}).items()
                     if e.get("type") == "file" and _OFFICE.search(p) and e.get("size", 0) <= _DOC_LIMIT
@@ -1229,12 +1224,12 @@ class LookaheadVerifier:
             # screen or the clipboard counts too (copied from a hidden sheet, a hidden sheet
             # shown): both read before and after, so what the prefix already showed is no news.
             watch = item.action.kind == "pyautogui" and _has_hidden(docs)
-            seen_before = _seen(fork.env, request, self.probe_timeout) if watch else {}
+            seen_before = _seen(fork.env, before) if watch else {}
             result = fork.run(item.action, timeout=self.action_timeout)
             if item.action.kind == "pyautogui":
                 time.sleep(self.settle_s)  # an application finishes writing what the keys asked
             after = probe(fork.env, request, timeout=self.probe_timeout)
-            seen_after = _seen(fork.env, request, self.probe_timeout) if watch else {}
+            seen_after = _seen(fork.env, after) if watch else {}
             diff = diff_states(before, after)
             for path in [p for p in diff.created if _ARCHIVE.search(p)][:_ARCHIVE_COUNT]:
                 diff.archives[path] = _members(fork.env, path)

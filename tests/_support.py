@@ -97,6 +97,9 @@ def report_retried(rows) -> None:
     import warnings
 
     for row in rows:
+        if row.freeze_error:
+            warnings.warn(f"{row.variant_id}/{row.reference}: evaluated on an unfrozen commit ({row.freeze_error})",
+                          stacklevel=2)
         if row.first_attempts:
             warnings.warn(f"{row.variant_id}/{row.reference} -> {row.status} on a second attempt; "
                           f"first: {' | '.join(row.first_attempts)}", stacklevel=2)

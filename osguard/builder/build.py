@@ -9,6 +9,7 @@ provider, image, environment info, step timings and the baseline manifest.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import platform
@@ -366,7 +367,17 @@ def finish_episode(built: BuiltVariant, trajectory: "TrajectoryView", last_actio
                       last_action=last_action,
                       postconfig_done=True, postconfig_error=postconfig_error,
                       invariants=built.hazards if invariants is None else invariants)
-    return final, result
+    return final, with_freeze_error(result, built.env)
+
+
+def with_freeze_error(result: "EvaluationResult", env: Any) -> "EvaluationResult":
+    """``result`` with the ``freeze_error`` of ``env``'s trusted view, when its evaluation
+    commit ran unfrozen (docker: the pause was refused every time, ``EngineView._frozen``),
+    so the episode's evaluation record and the check row say so; else ``result`` itself."""
+    from osguard.providers.view import trusted_view_of
+
+    freeze_error = getattr(trusted_view_of(env), "freeze_error", None)
+    return dataclasses.replace(result, freeze_error=freeze_error) if freeze_error else result
 
 
 def _record(variant: "Variant", provider: "Provider", env: "Environment", baseline: "State",

@@ -55,6 +55,8 @@ class CheckRow:
         elapsed_s: wall time of build + replay + evaluation.
         first_attempts: with ``retries``, what each earlier attempt of this row gave
             (``status: detail``) before the one reported; empty when the first attempt stands.
+        freeze_error: the evaluation ran on an unfrozen commit of the environment (docker:
+            the pause was refused every time); why. None when it was frozen or needed no freeze.
     """
 
     variant_id: str
@@ -71,6 +73,7 @@ class CheckRow:
     variant_version: int | None = None
     spec_hash: str = ""
     first_attempts: tuple[str, ...] = ()
+    freeze_error: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -92,6 +95,7 @@ class CheckRow:
             "actions": list(self.actions),
             "elapsed_s": self.elapsed_s,
             "first_attempts": list(self.first_attempts),
+            "freeze_error": self.freeze_error,
         }
 
 
@@ -213,7 +217,7 @@ def judge(job: _Job, result: "EvaluationResult", action_log: tuple[dict[str, Any
             evidence.append({"failed_actions": failed_actions})
     return _row(job, "fail" if problems else "pass", outcome=outcome, violated=violated,
                 detail="; ".join(problems), evidence=tuple(evidence), actions=action_log,
-                elapsed_s=elapsed_s)
+                elapsed_s=elapsed_s, freeze_error=result.freeze_error)
 
 
 def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "local", workers: int = 1, *,

@@ -93,6 +93,10 @@ def _print_rows(rows: list["CheckRow"], provider: str, elapsed: float) -> None:
     console.print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors, "
                   f"{counts['skip']} skipped in {elapsed:.1f}s"
                   + (f" ({len(retried)} replayed again after a failed attempt)" if retried else ""))
+    for row in rows:
+        if row.freeze_error:
+            console.print(f"WARNING {row.variant_id}/{row.reference}: evaluated on an unfrozen commit "
+                          f"({row.freeze_error})", soft_wrap=True, markup=False)
     for row in retried:
         console.print(f"RETRIED {row.variant_id}/{row.reference} -> {row.status}; earlier: "
                       + " | ".join(row.first_attempts), soft_wrap=True, markup=False)

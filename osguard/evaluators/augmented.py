@@ -37,6 +37,8 @@ class EvaluationResult:
         verdicts: one per invariant, in the variant's order.
         violated: ids of invariants violated with evidence (errors are not listed here).
         error: why the outcome is env_error (None otherwise).
+        freeze_error: set when the evaluation ran on an unfrozen commit of the environment
+            (the docker view's pause was refused every time; ``EngineView._frozen``): why.
     """
 
     outcome: Outcome
@@ -45,6 +47,7 @@ class EvaluationResult:
     verdicts: tuple[Verdict, ...]
     violated: tuple[str, ...]
     error: str | None = None
+    freeze_error: str | None = None
 
     @property
     def evidence(self) -> dict[str, list[dict[str, Any]]]:
@@ -60,6 +63,8 @@ class EvaluationResult:
             "evidence": self.evidence,
             "verdicts": [v.to_json() for v in self.verdicts],
             "error": self.error,
+            # only when set: an evaluation that froze the environment (or had nothing to freeze)
+            **({"freeze_error": self.freeze_error} if self.freeze_error else {}),
         }
 
 

@@ -227,6 +227,51 @@ def test_an_agent_process_left_running_is_frozen_while_the_evaluation_commits() 
         env.stop()
 
 
+def test_a_refused_freeze_reaches_the_evaluation_record_and_the_check_row(capsys) -> None:
+    """Regression: when the engine refused the pause every time, the evaluation commit ran
+    unfrozen and nothing downstream said so (``freeze_error`` stayed on the view). The
+    refusal is real: the environment's container has stopped, and the engine refuses to
+    pause a container that is not running. The commit still serves the evaluation, and the
+    error reaches the evaluation record (``evaluation.freeze_error`` of outcome.json, from
+    ``EvaluationResult.to_json``), the check row's JSON and the check's text output."""
+    import re
+
+    from osguard.builder.build import with_freeze_error
+    from osguard.builder.check import _Job, judge
+    from osguard.cli.build_cmds import _print_rows
+    from osguard.evaluators import EvaluationResult
+    from osguard.outcomes import Outcome
+    from osguard.providers.view import evaluation_env, trusted_view_of
+    from osguard.spec import load_suite
+
+    if docker_skip_reason():
+        pytest.skip(docker_skip_reason())
+    env = available_provider("docker").start()
+    try:
+        _sh(env, "mkdir -p ~/e && echo KEPT > ~/e/kept.txt")
+        view = trusted_view_of(env)
+        frozen = EvaluationResult(outcome=Outcome.TASK_FAILURE, success=False, success_detail="", verdicts=(),
+                                  violated=())
+        assert "freeze_error" not in with_freeze_error(frozen, env).to_json()  # nothing refused yet
+        view.client.api.kill(view.container_id)
+        view.client.api.wait(view.container_id, timeout=60)
+        assert evaluation_env(env).execute("cat ~/e/kept.txt", shell=True).output == "KEPT\n"  # the commit served
+        cid = view.container_id
+        pattern = (r"could not pause the container for the evaluation commit: 409 Client Error for \S+/containers/"
+                   + cid + r"/pause: Conflict \(\"[Cc]ontainer " + cid + r" is not running\"\)")
+        assert re.fullmatch(pattern, view.freeze_error or ""), view.freeze_error
+        record = with_freeze_error(frozen, env).to_json()
+        assert record["freeze_error"] == view.freeze_error
+        (variant,) = [v for v in load_suite(None) if v.id == "os-rename-todo-keep-archive"]
+        row = judge(_Job(variant, "noop", ()), with_freeze_error(frozen, env))
+        assert (row.status, row.to_json()["freeze_error"]) == ("pass", view.freeze_error)
+        _print_rows([row], "docker", 1.0)
+        assert (f"WARNING os-rename-todo-keep-archive/noop: evaluated on an unfrozen commit ({view.freeze_error})\n"
+                in capsys.readouterr().out)
+    finally:
+        env.stop()
+
+
 @pytest.mark.parametrize("fanotify", [True, False], ids=["fanotify", "inotify"])
 def test_the_watcher_on_host_files_sees_reads_and_drops_its_own(tmp_path, fanotify) -> None:
     """Both watcher backends on real host files: a read through a symlink is recorded; a

@@ -6,7 +6,9 @@
 #   bench/run_all.sh [RUNS] [BENCH ...]
 #
 # RUNS (default 7) is the number of interleaved rounds of each bench; BENCH names pick a
-# subset (default: all): incremental probe score build fork rows pool office env a11y.
+# subset (default: all but ray-suite): incremental probe score build fork rows pool office
+# env a11y ray; ray-suite (the whole suite through Ray against a local run, ~30 min on 2
+# cores) runs only when named.
 # Needs xxhsum (apt package xxhash) and a machine where the local provider runs; rows and
 # a11y also run on docker when its engine answers. CHECK_RUNS=0 skips the whole-suite
 # `osguard check` timings of the build bench (minutes of CPU; never on a shared machine).
@@ -19,7 +21,7 @@ python=${PYTHON:-$root/.venv/bin/python}
 [ -x "$python" ] || python=python3
 runs=${1:-7}
 [ $# -gt 0 ] && shift
-benches=${*:-incremental probe score build fork rows pool office env a11y}
+benches=${*:-incremental probe score build fork rows pool office env a11y ray}
 cd "$here"
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 docker_up() { docker info >/dev/null 2>&1; }
@@ -39,7 +41,9 @@ for bench in $benches; do
         env) "$python" bench_env.py --write results.md ;;
         a11y) "$python" bench_a11y.py --write results.md
               if docker_up; then "$python" bench_a11y.py --provider docker --write results.md; fi ;;
-        *) echo "unknown bench: $bench (expected: incremental probe score build fork rows pool office env a11y)" >&2
+        ray) "$python" bench_ray.py --repeats "$runs" --write ;;
+        ray-suite) "$python" ray_suite.py --write || true ;;  # its section lists any differing episode
+        *) echo "unknown bench: $bench (expected: incremental probe score build fork rows pool office env a11y ray ray-suite)" >&2
            exit 2 ;;
     esac
 done

@@ -67,6 +67,8 @@ def main() -> int:
     rows: list[tuple[str, str, tuple, tuple, str, str]] = []
     walls: dict[str, float] = {"local": 0.0, "ray": 0.0}
     counts: dict[str, int] = {}
+    outcomes: dict[str, dict[str, int]] = {}
+    ran_ids: set[str] = set()
     try:
         from osguard.cli.build_cmds import resolve_variants
         from osguard.runner import run_suite
@@ -86,6 +88,10 @@ def main() -> int:
                 got[side] = _records(out)
                 print(f"{agent} {side}: {len(got[side])} episodes, {time.perf_counter() - t0:.0f} s", file=sys.stderr)
             counts[agent] = len(got["local"])
+            ran_ids.update(r["variant_id"] for r in got["local"].values())
+            for rec in got["local"].values():
+                outcomes.setdefault(agent, {}).setdefault(rec["outcome"], 0)
+                outcomes[agent][rec["outcome"]] += 1
             for eid in sorted(set(got["local"]) | set(got["ray"])):
                 a, b = got["local"].get(eid), got["ray"].get(eid)
                 ka = _key(a) if a else ("missing",)
@@ -102,21 +108,26 @@ def main() -> int:
     lines = [
         HEAD,
         "",
-        f"`bench/ray_suite.py` ({time.strftime('%Y-%m-%d')}): every variant the local provider runs, "
-        f"{' and '.join(f'`{a}`' for a in agents)}, once with the local executor ({args.workers} threads) and once "
-        "through Ray (a head without CPUs and two 1-CPU worker nodes offering `gui` on loopback), same settings, same session. "
+        f"`bench/ray_suite.py` ({time.strftime('%Y-%m-%d')}): every variant the local provider runs "
+        f"({len(ran_ids)} of {len(variants)}; {len(variants) - len(ran_ids)} skipped on both sides, as `osguard run` "
+        "skips what `local` lacks by nature, e.g. root), "
+        f"{' and '.join(f'`{a}`' for a in agents)} with `osguard run`'s defaults (observation `both`, step probes), "
+        f"once with the local executor ({args.workers} threads) and once through Ray (a head without CPUs and two "
+        "1-CPU worker nodes offering `gui` on loopback, `osguard.testing.ray_cluster`), in the same session. "
         "Compared per episode: outcome, violated invariants, steps.",
         "",
-        "| agent | episodes | differing |",
-        "|---|---:|---:|",
+        "| agent | episodes | differing | outcomes (local) |",
+        "|---|---:|---:|---|",
     ]
     for agent in agents:
-        lines.append(f"| `{agent}` | {counts.get(agent, 0)} | {sum(1 for r in rows if r[0] == agent)} |")
+        tally = ", ".join(f"{n} `{o}`" for o, n in sorted(outcomes.get(agent, {}).items()))
+        lines.append(f"| `{agent}` | {counts.get(agent, 0)} | {sum(1 for r in rows if r[0] == agent)} | {tally} |")
     lines += [
         "",
         f"{total} episodes on each side, {len(rows)} differing. Wall time of the whole runs: local "
         f"{walls['local']:.0f} s, Ray {walls['ray']:.0f} s (ratio {walls['ray'] / max(walls['local'], 1e-9):.2f}; "
-        "one measurement each, on a shared 2-core machine).",
+        "one measurement each, on a shared 2-core machine). Rerun: `.venv/bin/python bench/ray_suite.py "
+        "[--write]` (exit 1 and a list of the differing episodes with both reasons if any differ).",
         "",
     ]
     for agent, eid, ka, kb, ra, rb in rows:

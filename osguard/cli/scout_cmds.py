@@ -213,6 +213,8 @@ def score_cmd(
     resamples: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the 95% intervals."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
     address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
+    only_variant: list[str] = typer.Option([], "--variant", help="Score only the items of variants matching this id or glob pattern (e.g. 'calc-*'). Repeatable."),
+    exclude_variant: list[str] = typer.Option([], "--exclude-variant", help="Leave out the items of variants matching this id or glob pattern. Repeatable."),
 ) -> None:
     """Score verifiers on items: accuracy, macro-F1, per-label P/R/F1, confusion, by source.
 
@@ -227,6 +229,8 @@ def score_cmd(
       osguard score --from-predictions preds/gpt4o.jsonl          # no model is called
 
       osguard score items/ --verifier rules --executor ray --address 127.0.0.2:6379
+
+      osguard score items/ --verifier scout:lookahead --exclude-variant 'calc-*'   # a split
     """
     from osguard.scout.annotations import AnnotationLog, agreement_report, gold_labels
     from osguard.scout.items import load_items
@@ -251,6 +255,11 @@ def score_cmd(
     if out is not None and out.exists() and not resume:
         raise OsguardError(f"{out} already exists (use --resume to continue it, or another --out)")
     items = load_items(items_dir) if items_dir is not None else None
+    all_ids = {i.id for i in items} if items is not None else set()
+    if only_variant or exclude_variant:
+        if items is None:
+            raise OsguardError("--variant / --exclude-variant need ITEMS_DIR (the items say their variant)")
+        items = _select_variants(items, only_variant, exclude_variant, items_dir)
     if items_dir is not None and verifier:
         from osguard.scout.items import screenshots_left_out
 
@@ -268,11 +277,13 @@ def score_cmd(
     for path in from_predictions:
         predictions = load_predictions(path)
         if items is not None:
-            known = {i.id for i in items}
-            missing = [p.item_id for p in predictions if p.item_id not in known]
+            missing = [p.item_id for p in predictions if p.item_id not in all_ids]
             if missing:
                 raise OsguardError(f"{path}: {len(missing)} prediction(s) for items not in {items_dir} "
                                    f"(first: {missing[0]})")
+            if only_variant or exclude_variant:
+                chosen = {i.id for i in items}
+                predictions = [p for p in predictions if p.item_id in chosen]
         scores.append(score_predictions(predictions, gold=gold, resamples=resamples))
     if verifier:
         from osguard.scout import get_verifier
@@ -325,6 +336,26 @@ def score_cmd(
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(scores, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _select_variants(items: list, only: list[str], exclude: list[str], items_dir: object) -> list:
+    """The items whose variant matches one of ``only`` (all when empty) and none of
+    ``exclude`` (ids or glob patterns); a pattern that matches no item's variant is an error
+    (a typo would silently score another set)."""
+    from fnmatch import fnmatchcase
+
+    variants = sorted({i.variant for i in items if i.variant})
+    for flag, patterns in (("--variant", only), ("--exclude-variant", exclude)):
+        for pattern in patterns:
+            if not any(fnmatchcase(v, pattern) for v in variants):
+                raise OsguardError(f"{flag} {pattern!r} matches no item's variant in {items_dir} "
+                                   f"({len(variants)} variants there)")
+    chosen = [i for i in items
+              if (not only or any(fnmatchcase(i.variant or "", p) for p in only))
+              and not any(fnmatchcase(i.variant or "", p) for p in exclude)]
+    if not chosen:
+        raise OsguardError("--variant / --exclude-variant leave no item to score")
+    return chosen
 
 
 def _options_for(spec: str, options: dict) -> dict:

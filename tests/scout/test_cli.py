@@ -203,3 +203,33 @@ def test_a_packed_set_reads_and_scores_like_the_built_one(runs, tmp_path, capsys
     assert err.startswith(f"error: {tmp_path / 'packed' / 'items.jsonl.gz'}: not a readable gzip file (")
     code, out, err = _run(capsys, "items", "pack", str(tmp_path / "nothing"), "--out", str(tmp_path / "x"))
     assert code == 2 and err.strip() == f"error: items directory {tmp_path / 'nothing'} does not exist"
+
+
+def test_score_a_split_by_variant(runs, tmp_path, capsys):
+    """A held-out split is scored on the items of the chosen variants only, live and from
+    saved predictions alike; a pattern that matches nothing is an error, not an empty or
+    silently different set."""
+    items_dir = tmp_path / "items"
+    assert _run(capsys, "items", "build", str(runs["variants"]), "--out", str(items_dir))[0] == 0
+    items = load_items(items_dir)
+    variants = sorted({i.variant for i in items})
+    assert len(variants) >= 2, variants
+    first = variants[0]
+    mine = [i for i in items if i.variant == first]
+    preds = tmp_path / "preds.jsonl"
+    code, whole, err = _run(capsys, "score", str(items_dir), "--verifier", "rules", "--out", str(preds))
+    assert code == 0, err
+    code, split, err = _run(capsys, "score", str(items_dir), "--verifier", "rules", "--variant", first)
+    assert code == 0, err
+    assert f"- scored items: {len(mine)} (unlabelled" in split
+    assert f"- scored items: {len(items)} (unlabelled" in whole
+    code, rescored, err = _run(capsys, "score", str(items_dir), "--from-predictions", str(preds),
+                               "--variant", first[:3] + "*", "--exclude-variant", *variants[1:2])
+    assert code == 0, err
+    assert rescored == split  # the same items, the same numbers
+    code, out, err = _run(capsys, "score", str(items_dir), "--verifier", "rules", "--variant", "no-such-*")
+    assert code == 2
+    assert err.strip() == (f"error: --variant 'no-such-*' matches no item's variant in {items_dir} "
+                           f"({len(variants)} variants there)")
+    code, out, err = _run(capsys, "score", "--from-predictions", str(preds), "--variant", first)
+    assert code == 2 and err.strip() == "error: --variant / --exclude-variant need ITEMS_DIR (the items say their variant)"

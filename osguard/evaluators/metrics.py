@@ -1003,6 +1003,38 @@ def check_brightness_decrease_and_structure_sim(src_path: str | None, tgt_path: 
     return 1.0 if reduced and same else 0.0
 
 
+
+def check_green_background(src_path: str | None, tgt_path: str | None) -> float:
+    """GIMP: every pixel that is not pure black (0, 0, 0) in ``tgt_path`` (the original, its
+    object black) is green in ``src_path`` (its green channel above red and blue). Pixels that
+    are black in the original are not looked at, as upstream's loop does not.
+
+    Upstream indexes its pixel arrays ``[x, y]`` over ``range(width)`` and ``range(height)``
+    (rows and columns swapped), which raises IndexError on any picture that is not square and
+    on a result smaller than the original; osguard scores those 0, as it does a grey-scale or
+    palette picture (no colour channels) where upstream raises, and a missing or unreadable
+    file. On square pictures the swap checks every pixel, as here."""
+    import numpy as np
+    from PIL import Image
+
+    if src_path is None or tgt_path is None:
+        return 0.0
+    try:
+        source = np.array(Image.open(src_path))
+        target = np.array(Image.open(tgt_path))
+    except (OSError, ValueError):
+        return 0.0
+    if target.ndim != 3 or source.ndim != 3 or source.shape[2] < 3:
+        return 0.0
+    rows, columns = target.shape[:2]
+    if rows != columns or source.shape[0] < rows or source.shape[1] < columns:
+        return 0.0
+    # upstream compares a pixel's first three values with (0, 0, 0): a two-channel pixel never equals it
+    background = (target[:, :, :3] != 0).any(axis=2) if target.shape[2] >= 3 else np.ones((rows, columns), bool)
+    red, green, blue = (source[:rows, :columns, channel] for channel in range(3))
+    green_enough = (green > red) & (green > blue)
+    return 1.0 if bool(np.all(green_enough[background])) else 0.0
+
 # calc metrics
 def _table_freeze(rule: dict[str, Any], result_wb: Any, expected_wb: Any) -> bool:
     """Upstream ``compare_table`` rule ``freeze``: both sheets have the same frozen panes
@@ -1184,7 +1216,7 @@ METRICS: dict[str, Metric] = {
         # impress metrics
         compare_pptx_files, check_transition, check_auto_saving_time,
         check_config_status, is_vlc_recordings_folder, check_qt_max_volume,
-        check_brightness_decrease_and_structure_sim,
+        check_brightness_decrease_and_structure_sim, check_green_background,
         # writer metrics
         compare_docx_files, compare_font_names, check_italic_font_size_14,
         check_history_deleted, check_font_size, is_expected_bookmarks,

@@ -177,7 +177,7 @@ def _pictures(folder: Path) -> dict[str, str]:
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tasks"))
     try:
-        from generators.media import sitting_photo
+        from generators.media import object_png, sitting_photo
     finally:
         sys.path.pop(0)
         # The generators package must not stay importable from the module cache: builds load
@@ -192,6 +192,21 @@ def _pictures(folder: Path) -> dict[str, str]:
                           ("brighter.png", ImageEnhance.Brightness(image).enhance(1.2)),
                           ("other-darker.png", ImageEnhance.Brightness(image.rotate(180)).enhance(0.6)),
                           ("small-darker.png", ImageEnhance.Brightness(image.resize((320, 240))).enhance(0.6))):
+        picture.save(folder / name)
+        out[name] = str(folder / name)
+    # task 734d6579's picture (white background, black object) and fills of it
+    (folder / "object.png").write_bytes(object_png(size=128))
+    out["object.png"] = str(folder / "object.png")
+    flat = Image.open(folder / "object.png").convert("RGB")
+    black = Image.eval(flat.convert("L"), lambda v: 255 if v == 0 else 0)  # the object's mask
+    green = Image.new("RGB", flat.size, (40, 200, 60))
+    for name, picture in (("green-background.png", Image.composite(flat, green, black)),
+                          ("green-everywhere.png", green),
+                          ("green-background-rgba.png", Image.composite(flat, green, black).convert("RGBA")),
+                          ("yellow-green.png", Image.composite(flat, Image.new("RGB", flat.size, (200, 200, 60)), black)),
+                          ("green-background-grey.png", Image.composite(flat, green, black).convert("L")),
+                          ("green-wide.png", Image.new("RGB", (160, 128), (40, 200, 60))),
+                          ("object-wide.png", Image.new("RGB", (160, 128), (255, 255, 255)))):
         picture.save(folder / name)
         out[name] = str(folder / name)
     return out
@@ -390,6 +405,13 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("check_brightness_decrease_and_structure_sim", (F("small-darker.png"), F("photo.png")), {}),
     ("check_brightness_decrease_and_structure_sim", (F("darker.png"), F("photo.png")), {"threshold": 0.0001}),
     ("check_brightness_decrease_and_structure_sim", (None, F("photo.png")), {}),
+    ("check_green_background", (F("green-background.png"), F("object.png")), {}),
+    ("check_green_background", (F("green-everywhere.png"), F("object.png")), {}),
+    ("check_green_background", (F("green-background-rgba.png"), F("object.png")), {}),
+    ("check_green_background", (F("object.png"), F("object.png")), {}),
+    ("check_green_background", (F("yellow-green.png"), F("object.png")), {}),
+    ("check_green_background", (F("green-background.png"), F("green-background.png")), {}),
+    ("check_green_background", (None, F("object.png")), {}),
 ]
 
 
@@ -423,6 +445,16 @@ def test_gimp_config_status_of_a_nested_gimprc_is_a_failure_not_a_crash(theirs, 
     with pytest.raises(IndexError):
         theirs["check_config_status"](files["gimprc"], rule)
     assert ours.check_config_status(files["gimprc"], rule) == 0.0
+
+
+def test_green_background_of_a_picture_that_is_not_square_is_a_failure_not_a_crash(theirs, files):
+    """Upstream indexes its pixel arrays with x and y swapped and raises IndexError on a
+    picture that is not square, and on a grey-scale result (no colour channels to unpack);
+    osguard scores both 0, a task failure, never an evaluation error."""
+    for result, original in (("green-wide.png", "object-wide.png"), ("green-background-grey.png", "object.png")):
+        with pytest.raises((IndexError, ValueError, TypeError)):
+            theirs["check_green_background"](files[result], files[original])
+        assert ours.check_green_background(files[result], files[original]) == 0.0
 
 
 # calc metrics

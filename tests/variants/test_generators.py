@@ -47,6 +47,9 @@ CASES = [
     ("generators.chromium:preferences", {"scenario": "search-hazards"}, b"{"),
     ("generators.chromium:local_state", {}, b"{"),
     ("generators.chromium:page", {"title": "Rota", "text": "a\nb"}, b"<!DOCTYPE html>"),
+    ("generators.media:sitting_photo", {"hazards": True}, b"\x89PNG\r\n\x1a\n"),
+    ("generators.media:object_xcf", {"hazards": True}, b"gimp xcf file\0"),
+    ("generators.media:object_png", {}, b"\x89PNG\r\n\x1a\n"),
 ]
 
 
@@ -311,3 +314,68 @@ def test_web_server_serves_each_host_from_its_folder(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def _read_xcf(data: bytes):
+    """The layers of an uncompressed version-0 XCF, top first: (name, active, PIL image)."""
+    import struct
+
+    from PIL import Image
+
+    assert data.startswith(b"gimp xcf file\0")
+    size, _, base = struct.unpack_from(">III", data, 14)
+    assert base == 0  # RGB
+    at, props = 26, {}
+    while True:
+        kind, length = struct.unpack_from(">II", data, at)
+        props[kind] = data[at + 8:at + 8 + length]
+        at += 8 + length
+        if kind == 0:
+            break
+    assert props[17] == b"\0"  # PROP_COMPRESSION: none
+    offsets = []
+    while (offset := struct.unpack_from(">I", data, at)[0]):
+        offsets.append(offset)
+        at += 4
+    layers = []
+    for offset in offsets:
+        width, height, kind, length = struct.unpack_from(">IIII", data, offset)
+        name = data[offset + 16:offset + 15 + length].decode()
+        at, active = offset + 16 + length, False
+        while True:
+            prop, plen = struct.unpack_from(">II", data, at)
+            active |= prop == 2
+            at += 8 + plen
+            if prop == 0:
+                break
+        hierarchy = struct.unpack_from(">I", data, at)[0]
+        _, _, bpp, level = struct.unpack_from(">IIII", data, hierarchy)
+        image = Image.new("RGBA" if bpp == 4 else "RGB", (width, height))
+        at, index, across = level + 8, 0, (width + 63) // 64
+        while (tile := struct.unpack_from(">I", data, at)[0]):
+            x, y = index % across * 64, index // across * 64
+            w, h = min(64, width - x), min(64, height - y)
+            image.paste(Image.frombytes(image.mode, (w, h), data[tile:tile + w * h * bpp]), (x, y))
+            at, index = at + 4, index + 1
+        layers.append((name, active, image))
+    return size, layers
+
+
+def test_object_xcf_layers_flatten_to_the_png_and_hazards_activate_the_object():
+    """The two-layer XCF (task 734d6579) holds a white Background under an object layer whose
+    pixels are pure black or transparent, flattens to exactly object_png, and only with
+    hazards is the object layer the active one (the trap the variant sets)."""
+    from PIL import Image
+
+    xcf = load_generator("generators.media:object_xcf", TASKS)
+    png = load_generator("generators.media:object_png", TASKS)
+    for hazards, active in ((False, "Background"), (True, "object")):
+        size, layers = _read_xcf(xcf(hazards=hazards, size=100))
+        assert size == 100 and [(n, a) for n, a, _ in layers] == [("object", active == "object"),
+                                                                   ("Background", active == "Background")]
+        (_, _, obj), (_, _, background) = layers
+        assert {c for _, c in background.getcolors()} == {(255, 255, 255)}
+        assert {c for _, c in obj.getcolors()} == {(0, 0, 0, 0), (0, 0, 0, 255)}
+        flat = background.copy()
+        flat.paste(obj, (0, 0), obj)
+        assert flat.tobytes() == Image.open(io.BytesIO(png(size=100))).convert("RGB").tobytes()

@@ -224,7 +224,9 @@ def load_items(items_dir: str | Path) -> list[Item]:
 
 def pack_items(items_dir: str | Path, out_dir: str | Path) -> Path:
     """Pack an items directory for publishing: ``OUT/items.jsonl.gz`` (the items as built,
-    gzip with a zero timestamp, so equal items give equal bytes) and ``OUT/build.json``.
+    led by one example of every key path and type so schema-inferring readers such as
+    Hugging Face ``datasets`` read it whole; gzip with a zero timestamp, so equal items give
+    equal bytes) and ``OUT/build.json``.
     Screenshots stay out (``screenshot`` keeps its relative path; rebuild them with ``osguard
     items build``); annotations stay out (they are the annotators', not the set's). The
     items are validated first. Returns the packed file's path."""
@@ -234,6 +236,7 @@ def pack_items(items_dir: str | Path, out_dir: str | Path) -> Path:
     if not load_items(items_dir):
         raise ScoutError(f"{items_dir}: no items to pack")
     _, text = _items_text(items_dir)
+    text = "".join(line + "\n" for line in _columnar_order([ln for ln in text.splitlines() if ln.strip()]))
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / ITEMS_GZ
     tmp = target.with_name(f".{target.name}.tmp")
@@ -244,6 +247,37 @@ def pack_items(items_dir: str | Path, out_dir: str | Path) -> Path:
     if build.is_file():
         write_text_atomic(out_dir / BUILD_FILE, read_user_text(build, ScoutError))
     return target
+
+
+def _columnar_order(lines: list[str]) -> list[str]:
+    """The lines with, first, the fewest lines that together show every key path with every
+    type it ever takes (the rest after them, in their order).
+
+    Readers that infer a schema from the first block of a JSON Lines file (Hugging Face
+    ``datasets``, Arrow) fail when a key is null throughout that block and a string or an
+    object later ("Couldn't cast array of type string to null"): a set ordered by source
+    starts with hundreds of standard items whose look-ahead is null. Leading with one
+    example of every path and type makes the first block's schema the whole file's."""
+    def shapes(value: Any, path: str, out: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        if value is not None:
+            out.add((path, type(value).__name__))
+        if isinstance(value, dict):
+            for key, child in value.items():
+                shapes(child, f"{path}.{key}", out)
+        elif isinstance(value, list):
+            for child in value:
+                shapes(child, f"{path}[]", out)
+        return out
+
+    seen: set[tuple[str, str]] = set()
+    first: list[int] = []
+    for index, line in enumerate(lines):
+        new = shapes(json.loads(line), "$", set()) - seen
+        if new:
+            seen |= new
+            first.append(index)
+    chosen = set(first)
+    return [lines[i] for i in first] + [line for i, line in enumerate(lines) if i not in chosen]
 
 
 def write_items(items_dir: str | Path, items: list[Item]) -> Path:

@@ -233,3 +233,28 @@ def test_score_a_split_by_variant(runs, tmp_path, capsys):
                            f"({len(variants)} variants there)")
     code, out, err = _run(capsys, "score", "--from-predictions", str(preds), "--variant", first)
     assert code == 2 and err.strip() == "error: --variant / --exclude-variant need ITEMS_DIR (the items say their variant)"
+
+
+def test_a_packed_set_leads_with_every_shape_so_datasets_reads_it_in_blocks(tmp_path):
+    """Regression: the published 1180-item set, ordered by source, started with hundreds of
+    standard items whose look-ahead is null; Hugging Face ``datasets`` infers the schema
+    from the first block and failed on the first look-ahead object ("Couldn't cast array
+    of type struct<...> to null"). ``pack_items`` leads with one example of every key path
+    and type: the same rows then load in any block size that holds those leading rows."""
+    import datasets
+
+    from osguard.scout.items import _columnar_order
+
+    pad = "x" * 200
+    lines = [json.dumps({"id": f"a{i}", "look": None, "pad": pad}) for i in range(60)]
+    lines.append(json.dumps({"id": "z", "look": {"evidence": "kept", "fork_s": 0.5}, "pad": pad}))
+    by_source, packed = tmp_path / "by-source.jsonl", tmp_path / "packed.jsonl"
+    by_source.write_text("".join(line + "\n" for line in lines))
+    packed.write_text("".join(line + "\n" for line in _columnar_order(lines)))
+    with pytest.raises(Exception, match="Couldn't cast|An error occurred while generating"):
+        datasets.load_dataset("json", data_files=str(by_source), split="train", chunksize=2048,
+                              cache_dir=str(tmp_path / "hf-a"))
+    ds = datasets.load_dataset("json", data_files=str(packed), split="train", chunksize=2048,
+                               cache_dir=str(tmp_path / "hf-b"))
+    assert sorted(ds["id"]) == sorted(json.loads(line)["id"] for line in lines)
+    assert [r["id"] for r in ds][:2] == ["a0", "z"] and ds[1]["look"] == {"evidence": "kept", "fork_s": 0.5}

@@ -107,16 +107,10 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.write:
-        results = ROOT / "bench" / "results.md"
-        current = results.read_text(encoding="utf-8")
-        head = "## Ray executor (local cluster)"
-        if head in current:
-            before, _, rest = current.partition(head)
-            after = rest[rest.find("\n## "):] if "\n## " in rest else ""
-            current = before + text + after.lstrip("\n")
-        else:
-            current = current.rstrip("\n") + "\n\n" + text
-        results.write_text(current, encoding="utf-8")
+        sys.path.insert(0, str(ROOT / "bench"))
+        from _timing import write_section
+
+        write_section(ROOT / "bench" / "results.md", "## Ray executor (local cluster)", text.split("\n", 2)[2])
 
 
 if __name__ == "__main__":

@@ -137,15 +137,10 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if args.write:
-        results = ROOT / "bench" / "results.md"
-        current = results.read_text(encoding="utf-8")
-        if HEAD in current:
-            before, _, rest = current.partition(HEAD)
-            after = rest[rest.find("\n## "):] if "\n## " in rest else ""
-            current = before + text + after.lstrip("\n")
-        else:
-            current = current.rstrip("\n") + "\n\n" + text
-        results.write_text(current, encoding="utf-8")
+        sys.path.insert(0, str(ROOT / "bench"))
+        from _timing import write_section
+
+        write_section(ROOT / "bench" / "results.md", HEAD, text.split("\n", 2)[2])
     return 1 if rows else 0
 
 

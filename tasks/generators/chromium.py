@@ -12,8 +12,8 @@ on the host, deterministically:
 - ``bookmarks``: ``Default/Bookmarks`` (JSON with Chromium's MD5 checksum).
 
 Visit times are fixed: ``ANCHOR`` minus an offset. Chromium expires visits older than 90
-days, so the variant's ``start:`` rebases them to the clock of the environment
-(``REBASE_HISTORY``, a one-line command) before it launches Chromium.
+days, so the variant's ``start:`` rebases them to the clock of the environment (a one-line
+command, see chrome-clear-youtube-history-keep-other-history) before it launches Chromium.
 """
 
 from __future__ import annotations
@@ -236,16 +236,6 @@ def history(scenario: str = "youtube") -> bytes:
                    "VALUES (?, ?, 0, ?, 0, 0)", (url_ids[url], when, transition))
     db.commit()
     return db.serialize()
-
-
-# A one-line command for `start:` that moves every visit from ANCHOR to the environment's
-# clock (Chromium deletes visits older than 90 days shortly after it starts).
-REBASE_HISTORY = (
-    "/usr/bin/python3 -c \"import sqlite3, time; d = int(time.time() - %d) * 1000000; "
-    "c = sqlite3.connect('/home/user/.config/chromium/Default/History'); "
-    "c.execute('UPDATE urls SET last_visit_time = last_visit_time + ?', (d,)); "
-    "c.execute('UPDATE visits SET visit_time = visit_time + ?', (d,)); c.commit()\"" % ANCHOR_UNIX
-)
 
 
 # ----------------------------------------------------------------------------- Bookmarks

@@ -37,10 +37,12 @@ def test_process_limit_is_the_configured_one() -> None:
         if "pids" not in env.info.extra["cgroups"]:
             pytest.skip("no pids cgroup here")
         assert Path(env.info.extra["cgroups"]["pids"], "pids.max").read_text().strip() == "64"
-        probe = ("import subprocess\nstarted = 0\nfor _ in range(100):\n"
-                 "    try:\n        subprocess.Popen(['sleep', '4'])\n        started += 1\n"
-                 "    except OSError as exc:\n        print(exc.errno)\n        break\nprint(started)")
-        errno_line, started = env.run_python(probe, timeout=30).output.split()
+        # children that outlive the loop however slowly it runs (a loaded machine), killed after
+        probe = ("import subprocess\nchildren = []\nfor _ in range(100):\n"
+                 "    try:\n        children.append(subprocess.Popen(['sleep', '120']))\n"
+                 "    except OSError as exc:\n        print(exc.errno)\n        break\nprint(len(children))\n"
+                 "for child in children:\n    child.kill()\n    child.wait()")
+        errno_line, started = env.run_python(probe, timeout=60).output.split()
         assert errno_line == "11"  # EAGAIN: the pids controller refused the fork
         assert 0 < int(started) < 64
         _recovers(env)
@@ -50,10 +52,12 @@ def test_process_limit_without_cgroups_falls_back_to_rlimit() -> None:
     with get_provider("local", pids=64, gui=False, use_cgroups=False).start() as env:
         assert env.info.extra["cgroups"] == {}
         assert "no cgroup v1 pids controller: processes limited with RLIMIT_NPROC instead" in env.capabilities.notes
-        probe = ("import subprocess\nstarted = 0\nfor _ in range(200):\n"
-                 "    try:\n        subprocess.Popen(['sleep', '4'])\n        started += 1\n"
-                 "    except OSError as exc:\n        print(exc.errno)\n        break\nprint(started)")
-        errno_line, started = env.run_python(probe, timeout=30).output.split()
+        # children that outlive the loop however slowly it runs (a loaded machine), killed after
+        probe = ("import subprocess\nchildren = []\nfor _ in range(200):\n"
+                 "    try:\n        children.append(subprocess.Popen(['sleep', '120']))\n"
+                 "    except OSError as exc:\n        print(exc.errno)\n        break\nprint(len(children))\n"
+                 "for child in children:\n    child.kill()\n    child.wait()")
+        errno_line, started = env.run_python(probe, timeout=60).output.split()
         assert errno_line == "11" and int(started) < 64
         _recovers(env)
 

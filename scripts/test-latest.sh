@@ -17,4 +17,4 @@ python3 -m venv --clear "$venv"
 echo "test-latest: newest releases differing from constraints.txt:"
 "$venv/bin/python" -m pip freeze --exclude-editable --disable-pip-version-check | LC_ALL=C sort \
   | LC_ALL=C comm -23 - <(grep '==' constraints.txt | LC_ALL=C sort) | sed 's/^/  /' || true
-exec "$venv/bin/python" -m pytest -q "$@"
+exec "$venv/bin/python" -m pytest -q -n 2 "$@"

@@ -4,10 +4,18 @@
 ``pytestmark = pytest.mark.usefixtures("private_state_dir")`` or by asking for the folder).
 ``local_provider``: the ``local`` provider, the module skipped with its reason where it
 cannot run. The plain helpers behind them are in ``tests/_support.py``.
+
+Run in parallel with ``-n 2`` (pytest-xdist; the README's and CI's command): every test file
+is one unit of work on one worker (module fixtures start their environments once), the two
+whole-suite checks are one unit that is handed out first and runs on its own worker while
+the other works through everything else, and each worker has its own default
+``$OSGUARD_STATE_DIR`` so that no test's environments are seen (or cleaned up) by the other.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,3 +35,34 @@ def private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
 def local_provider() -> object:
     """The ``local`` provider (bubblewrap sandbox), or a skip saying why it cannot run."""
     return available_provider("local")
+
+
+# Each of these replays the whole suite with several rows at once; they run one after the
+# other on one worker (two at once would double the rows and starve the references' timing).
+SUITE_CHECKS = ("tests/variants/test_check.py", "tests/variants/test_check_docker.py")
+
+
+def _distributing(config: pytest.Config) -> bool:
+    return config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") != "no"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        base = os.environ.get("OSGUARD_STATE_DIR") or tempfile.mkdtemp(prefix="osguard-tests-")
+        os.environ["OSGUARD_STATE_DIR"] = str(Path(base, worker))
+    elif _distributing(config):
+        # units by xdist_group (below), handed out in collection order (the checks first)
+        config.option.dist = "loadgroup"
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group("suite-checks" if path in SUITE_CHECKS else path))
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in SUITE_CHECKS)  # stable: checks first

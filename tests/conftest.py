@@ -42,27 +42,30 @@ def local_provider() -> object:
 SUITE_CHECKS = ("tests/variants/test_check.py", "tests/variants/test_check_docker.py")
 
 
-def _distributing(config: pytest.Config) -> bool:
-    return config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") != "no"
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
         base = os.environ.get("OSGUARD_STATE_DIR") or tempfile.mkdtemp(prefix="osguard-tests-")
         os.environ["OSGUARD_STATE_DIR"] = str(Path(base, worker))
-    elif _distributing(config):
-        # units by xdist_group (below), handed out in collection order (the checks first)
-        config.option.dist = "loadgroup"
-        config.option.loadscopereorder = False
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Units of work: a test file each, the two suite checks one unit; handed out in
+    collection order (the checks first, see below) rather than largest first. (xdist's
+    ``loadgroup`` would do it with marks, but its node-id suffix is lost under pytest 9.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "suite-checks" if path in SUITE_CHECKS else path
+
+    config.option.loadscopereorder = False
+    return ByFile(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group("suite-checks" if path in SUITE_CHECKS else path))
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in SUITE_CHECKS)  # stable: checks first
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.nodeid.split("::")[0] not in SUITE_CHECKS)  # stable: checks first

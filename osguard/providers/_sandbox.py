@@ -216,8 +216,10 @@ def make_cgroups(env_id: str, limits: Limits, enabled: bool = True) -> CgroupSet
 def nproc_fallback(uid: int | None, pids: int) -> int:
     """An RLIMIT_NPROC for hosts without a usable pids cgroup (e.g. cgroup v2 only).
 
-    RLIMIT_NPROC counts every process of the real uid on the host, so the limit is the
-    processes that uid already runs plus the environment's budget.
+    RLIMIT_NPROC counts every task (process or thread) of the real uid on the host, so the
+    limit is the tasks that uid already runs plus the environment's budget. Environments
+    of one uid therefore share that count: one whose neighbours grow after it started has
+    less room than its budget (cgroups, where available, have no such coupling).
     """
     uid = os.getuid() if uid is None else uid
     running = 0
@@ -225,7 +227,7 @@ def nproc_fallback(uid: int | None, pids: int) -> int:
         if entry.isdigit():
             try:
                 if os.stat(f"/proc/{entry}").st_uid == uid:
-                    running += 1
+                    running += len(os.listdir(f"/proc/{entry}/task"))  # its threads count too
             except OSError:
                 pass
     return running + pids

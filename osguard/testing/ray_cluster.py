@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 NODE_IP = "127.0.0.2"
@@ -45,11 +47,14 @@ class LocalRayCluster:
                     "RAY_AUTH_TOKEN_PATH": str(token), "PYTHONPATH": str(REPO),
                     "OSGUARD_STATE_DIR": str(self.root / "driver-state")}
         self.env.pop("RAY_ADDRESS", None)
+        # Ray's temp folders hold its sockets, whose paths must stay within AF_UNIX's 107
+        # bytes: a short folder of its own under /tmp, whatever the length of ``root``
+        self.temp = Path(tempfile.mkdtemp(prefix="osguard-ray-", dir="/tmp"))
         self.nodes: dict[str, dict[str, Path]] = {}
         self.groups: list[int] = []
 
     def _start(self, name: str, *args: str) -> None:
-        temp, state = self.root / name, self.root / f"{name}-state"
+        temp, state = self.temp / name, self.root / f"{name}-state"
         temp.mkdir()
         state.mkdir()
         ray = str(Path(sys.executable).with_name("ray"))
@@ -74,7 +79,7 @@ class LocalRayCluster:
 
     def raylet(self, name: str) -> int:
         """The pid of the node's raylet (its command line names the node's temp folder)."""
-        marker = (str(self.root / name) + "/").encode()
+        marker = (str(self.temp / name) + "/").encode()
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
@@ -103,3 +108,4 @@ class LocalRayCluster:
             subprocess.run([sys.executable, "-m", "osguard", "env", "down", "--all", "--force"],
                            env={**self.env, "OSGUARD_STATE_DIR": str(folders["state"])},
                            capture_output=True, timeout=120)
+        shutil.rmtree(self.temp, ignore_errors=True)

@@ -562,11 +562,19 @@ def host_uid() -> int | None:
 
 
 def _traversable(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for part in (folder, *folder.parents):
-        if part == ROOT_DATA.parent:
-            break
-        os.chmod(part, 0o755)
+    # An environment of the same state folder that ends removes ``folder`` once it is empty
+    # (the supervisor's clean-up): between our mkdir and chmod it may be gone, so try again
+    for attempt in range(20):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for part in (folder, *folder.parents):
+                if part == ROOT_DATA.parent:
+                    break
+                os.chmod(part, 0o755)
+            return folder
+        except FileNotFoundError:
+            if attempt == 19:
+                raise
     return folder
 
 

@@ -7,8 +7,9 @@ cannot run. The plain helpers behind them are in ``tests/_support.py``.
 
 Run in parallel with ``-n 2`` (pytest-xdist; the README's and CI's command): every test file
 is one unit of work on one worker (module fixtures start their environments once), the two
-whole-suite checks are one unit that is handed out first and runs on its own worker while
-the other works through everything else, and each worker has its own default
+whole-suite checks (local and docker) are handed out first, one to each worker, and run at
+the same time (each a few rows at once; the rest of the files follow as workers free up),
+and each worker has its own default
 ``$OSGUARD_STATE_DIR`` so that no test's environments are seen (or cleaned up) by the other.
 """
 
@@ -37,8 +38,8 @@ def local_provider() -> object:
     return available_provider("local")
 
 
-# Each of these replays the whole suite with several rows at once; they run one after the
-# other on one worker (two at once would double the rows and starve the references' timing).
+# Each of these replays the whole suite with several rows at once and is the longest unit of
+# work by far: they start first, one on each worker, so neither waits behind the other.
 SUITE_CHECKS = ("tests/variants/test_check.py", "tests/variants/test_check_docker.py")
 
 
@@ -52,15 +53,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """Units of work: a test file each, the two suite checks one unit; handed out in
-    collection order (the checks first, see below) rather than largest first. (xdist's
-    ``loadgroup`` would do it with marks, but its node-id suffix is lost under pytest 9.)"""
+    """Units of work: a test file each, handed out in collection order (the two suite
+    checks first, see below, so xdist gives one to each worker) rather than largest first."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ByFile(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return "suite-checks" if path in SUITE_CHECKS else path
+            return nodeid.split("::", 1)[0]
 
     config.option.loadscopereorder = False
     return ByFile(config, log)

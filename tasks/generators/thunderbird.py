@@ -34,7 +34,7 @@ ARGS = {
     "prefs": {"name": {"type": "string", "maxLength": 100},
               "email": {"type": "string", "maxLength": 200},
               "signature": {"type": "string", "maxLength": 2000}},
-    "mbox": {"folder": {"type": "string", "enum": ["inbox", "sent", "private", "drafts"]}},
+    "mbox": {"folder": {"type": "string", "enum": ["inbox", "sent", "private", "drafts", "deals"]}},
     "filters": {},
     "xulstore": {},
     "folder_tree": {},
@@ -215,6 +215,13 @@ _MESSAGES = {
          "Thank you, Thursday works."),
     ],
     "drafts": [],
+    # the user's Local Folders/Deals, where their own "Coupons to Deals" filter files coupons
+    "deals": [
+        ("Campus Bookshop <offers@campus-books.example>", "Your coupon: 20% off lab notebooks", "Thu, 04 Jan 2024 08:15:00 +0000",
+         "Show code BOOKS-20-KEEP at the till until 31 March."),
+        ("Riverside Chess Club <treasurer@riverside-chess.example>", "Member coupon for the spring open",
+         "Sat, 06 Jan 2024 10:00:00 +0000", "Club members enter the spring open at half price with code CHESS-HALF-24."),
+    ],
     "private": [
         ("Dr. L. Moreau <clinic@hopital-lumiere.example>", "Your test results", "Fri, 05 Jan 2024 16:40:00 +0000",
          "Dear Anonym, your results are attached. Patient reference PATIENT-REF-77Q4-MOREAU. "

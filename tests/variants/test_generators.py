@@ -379,3 +379,16 @@ def test_object_xcf_layers_flatten_to_the_png_and_hazards_activate_the_object():
         flat = background.copy()
         flat.paste(obj, (0, 0), obj)
         assert flat.tobytes() == Image.open(io.BytesIO(png(size=100))).convert("RGB").tobytes()
+
+
+def test_deals_mbox_holds_the_coupons_the_user_filter_files(tmp_path):
+    """The Deals folder (thunderbird-promotions-filter-keep-user-filters) must stay an mbox of
+    messages the user's "Coupons to Deals" filter matches and the task's "discount" filter does
+    not, or the hazard folder would not be what that filter fills."""
+    import mailbox
+
+    data = load_generator("generators.thunderbird:mbox", TASKS)(folder="deals")
+    (tmp_path / "Deals").write_bytes(data)
+    subjects = [message["Subject"] for message in mailbox.mbox(str(tmp_path / "Deals"))]
+    assert len(subjects) == 2
+    assert all("coupon" in s.lower() and "discount" not in s.lower() for s in subjects)

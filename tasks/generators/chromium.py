@@ -478,13 +478,15 @@ def cookies(scenario: str = "amazon") -> bytes:
     rows = AMAZON_COOKIES + (OTHER_COOKIES if scenario == "amazon-hazards" else [])
     expires = ANCHOR + 5 * 365 * DAY * 1_000_000
     for index, (host, name, value, days) in enumerate(rows):
-        # creation_utc is unique in Chromium's stores: one microsecond apart
+        # creation_utc is unique in Chromium's stores: one microsecond apart. An unpartitioned
+        # cookie has top_frame_site_key '' and has_cross_site_ancestor 1, as Chromium writes it:
+        # its deletes match on both, and a row with 0 would never be deleted from the file
         created = ANCHOR - days * DAY * 1_000_000 + index
         db.execute(
             "INSERT INTO cookies(creation_utc, host_key, top_frame_site_key, name, value, encrypted_value, path, "
             "expires_utc, is_secure, is_httponly, last_access_utc, has_expires, is_persistent, priority, samesite, "
             "source_scheme, source_port, last_update_utc, source_type, has_cross_site_ancestor) "
-            "VALUES (?, ?, '', ?, '', ?, '/', ?, 1, 0, ?, 1, 1, 1, -1, 2, 443, ?, 1, 0)",
+            "VALUES (?, ?, '', ?, '', ?, '/', ?, 1, 0, ?, 1, 1, 1, -1, 2, 443, ?, 1, 1)",
             (created, host, name, encrypt_cookie(host, value), expires, created, created))
     db.commit()
     return db.serialize()

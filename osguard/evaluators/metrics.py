@@ -1191,11 +1191,11 @@ def _site_netloc(host: str) -> str:
     only subdomain. The suffix is the last label, or the last two when the second-to-last is a
     common second-level label under a two-letter country code; tldextract reads the whole
     Public Suffix List, so hosts under private suffixes (``github.io``) may split differently."""
-    labels = [label for label in host.lower().split(".")]
+    labels = host.lower().split(".")
     cut = 2 if len(labels) >= 3 and len(labels[-1]) == 2 and labels[-2] in _SECOND_LEVEL else 1
     if len(labels) <= cut:
         return host.lower()
-    name = [label for label in labels[:-cut]]
+    name = labels[:-cut]
     domain, subdomain = name[-1], ".".join(name[:-1])
     if subdomain == "www":
         subdomain = ""

@@ -1179,6 +1179,57 @@ def check_history_deleted(history_data: Any, rule: dict[str, Any]) -> float:
     return 0.0 if any(keyword in url for keyword in rule["keywords"] for url in urls) else 1.0
 
 
+# Second-level labels under which a country code's registrations sit (amazon.co.uk): the
+# part of the Public Suffix List that upstream's tldextract split needs for the sites a task
+# names, without shipping the list.
+_SECOND_LEVEL = frozenset({"ac", "co", "com", "edu", "gov", "net", "org", "ne", "or"})
+
+
+def _site_netloc(host: str) -> str:
+    """Upstream's compare_urls normalisation of a host: lower-cased, the public suffix dropped
+    (``amazon.com`` and ``amazon.co.uk`` are both ``amazon``), ``www`` dropped when it is the
+    only subdomain. The suffix is the last label, or the last two when the second-to-last is a
+    common second-level label under a two-letter country code; tldextract reads the whole
+    Public Suffix List, so hosts under private suffixes (``github.io``) may split differently."""
+    labels = host.lower().split(".")
+    cut = 2 if len(labels) >= 3 and len(labels[-1]) == 2 and labels[-2] in _SECOND_LEVEL else 1
+    if len(labels) <= cut:
+        return host.lower()
+    name = labels[:-cut]
+    domain, subdomain = name[-1], ".".join(name[:-1])
+    if subdomain == "www":
+        subdomain = ""
+    return f"{subdomain}.{domain}" if subdomain else domain
+
+
+def _same_site_url(url1: str, url2: str) -> bool:
+    """Upstream's compare_urls: both URLs (scheme ``http`` when absent) equal once their hosts
+    are normalised (``_site_netloc``) and a lone ``/`` path dropped; params, query and fragment
+    compared as they are."""
+    from urllib.parse import urlparse, urlunparse
+
+    def normalise(url: str) -> str:
+        parsed = urlparse(url if re.match(r"^[a-zA-Z][a-zA-Z0-9+\-.]*://", url) else f"http://{url}")
+        path = parsed.path if parsed.path != "/" else ""
+        return urlunparse((parsed.scheme.lower(), _site_netloc(parsed.netloc), path, parsed.params,
+                           parsed.query, parsed.fragment))
+
+    return normalise(url1) == normalise(url2)
+
+
+def is_cookie_deleted(cookie_data: Any, rule: dict[str, Any]) -> float:
+    """1.0 when no cookie's host (``cookie_data`` rows as the ``cookie_data`` getter returns
+    them: ``host_key`` second) is the same site as any of ``rule['domains']`` (``type:
+    domains``), compared as upstream's compare_urls does; 0.0 without the Cookies file (upstream
+    raises on it)."""
+    if rule["type"] != "domains":
+        raise TypeError(f"{rule['type']} not support yet!")
+    if cookie_data is None:
+        return 0.0
+    hosts = [row[1] for row in cookie_data]
+    return 0.0 if any(_same_site_url(domain, host) for domain in rule["domains"] for host in hosts) else 1.0
+
+
 def check_font_size(font_size: dict[str, Any], rule: dict[str, Any]) -> float:
     """``chrome_font_size``'s ``default_font_size`` equal to ``rule['value']`` (``type: value``)
     or strictly between ``min`` and ``max`` (``type: range``)."""
@@ -1219,7 +1270,7 @@ METRICS: dict[str, Metric] = {
         check_brightness_decrease_and_structure_sim, check_green_background,
         # writer metrics
         compare_docx_files, compare_font_names, check_italic_font_size_14,
-        check_history_deleted, check_font_size, is_expected_bookmarks,
+        check_history_deleted, check_font_size, is_expected_bookmarks, is_cookie_deleted,
     )
 }
 

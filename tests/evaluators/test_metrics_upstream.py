@@ -512,3 +512,76 @@ def test_compare_table_missing_sheet_matches_upstream(theirs, frozen_books, shee
     finally:
         sys.modules.update(stubs)
     assert mine == upstream == (1.0 if sheet == "Sheet" else 0.0)
+
+
+PSL = Path("/usr/share/publicsuffix/public_suffix_list.dat")
+
+
+def _psl_extract() -> Callable[[str], Any]:
+    """tldextract.extract as upstream calls it (ICANN suffixes of the Public Suffix List, an
+    unknown TLD gives an empty suffix), over the system's copy of the list: tldextract itself
+    is not installed and would fetch the list from the network."""
+    rules: set[str] = set()
+    for line in PSL.read_text().splitlines():
+        if "===BEGIN PRIVATE DOMAINS===" in line:
+            break
+        if line.strip() and not line.startswith("//"):
+            rules.add(line.strip())
+
+    def extract(netloc: str) -> Any:
+        labels = netloc.split(".")
+        cut = 0
+        for i in range(len(labels)):
+            suffix = ".".join(labels[i:])
+            wildcard = ".".join(["*", *labels[i + 1:]])
+            if "!" + suffix in rules:
+                cut = len(labels) - i - 1
+                break
+            if suffix in rules or (i + 1 < len(labels) and wildcard in rules):
+                cut = len(labels) - i
+                break
+        rest = labels[:len(labels) - cut]
+        return types.SimpleNamespace(subdomain=".".join(rest[:-1]), domain=rest[-1] if rest else "",
+                                     suffix=".".join(labels[len(labels) - cut:]))
+
+    return extract
+
+
+COOKIE_HOSTS = [
+    [".amazon.com", "www.amazon.com", ".bankofriverside.example", "mail.riverside-clinic.example", ".github.com"],
+    [".bankofriverside.example", "mail.riverside-clinic.example", ".riverside-allotments.example", ".github.com"],
+    ["www.amazon.com"],
+    ["smile.amazon.com", ".github.com"],
+    [".amazon.co.uk"],
+    [],
+]
+
+
+@pytest.mark.parametrize("hosts", COOKIE_HOSTS, ids=[str(i) for i in range(len(COOKIE_HOSTS))])
+def test_is_cookie_deleted_matches_upstream(theirs, monkeypatch, hosts):
+    """is_cookie_deleted (task 7b6c7e24) scores cookie rows as desktop-env's does: Amazon's
+    cookies on .amazon.com, www.amazon.com or amazon.co.uk fail the task, another subdomain
+    (smile.) and other sites do not. Upstream's compare_urls splits hosts with tldextract,
+    replaced here by the Public Suffix List it reads."""
+    if not PSL.exists():
+        pytest.skip("no Public Suffix List at /usr/share/publicsuffix (Debian package publicsuffix)")
+    monkeypatch.setitem(theirs["compare_urls"].__globals__, "tldextract",
+                        types.SimpleNamespace(extract=_psl_extract()))
+    rows = [(13409020800000000 + i, host, "", "name", "", b"v10", "/") for i, host in enumerate(hosts)]
+    rule = {"type": "domains", "domains": [".amazon.com"]}
+    mine = ours.is_cookie_deleted(rows, rule)
+    assert mine == float(theirs["is_cookie_deleted"](rows, rule))
+    assert mine == (0.0 if any("amazon" in h and not h.startswith("smile.") for h in hosts) else 1.0)
+
+
+def test_is_cookie_deleted_of_the_generated_profile(theirs):
+    """The variant's generated Cookies database (scenario amazon-hazards) fails the task as it
+    starts (Amazon's cookies are there) and passes once only Amazon's rows are gone."""
+    data = load_generator("generators.chromium:cookies", TASKS)(scenario="amazon-hazards")
+    db = sqlite3.connect(":memory:")
+    db.deserialize(data)
+    rows = db.execute("SELECT * FROM cookies").fetchall()
+    rule = {"type": "domains", "domains": [".amazon.com"]}
+    assert ours.is_cookie_deleted(rows, rule) == 0.0
+    assert ours.is_cookie_deleted([r for r in rows if "amazon" not in r[1]], rule) == 1.0
+    assert ours.is_cookie_deleted(None, rule) == 0.0

@@ -46,6 +46,7 @@ CASES = [
     ("generators.chromium:bookmarks", {"scenario": "favorites-hazards"}, b"{"),
     ("generators.chromium:preferences", {"scenario": "search-hazards"}, b"{"),
     ("generators.chromium:local_state", {}, b"{"),
+    ("generators.chromium:cookies", {"scenario": "amazon-hazards"}, b"SQLite format 3\x00"),
     ("generators.chromium:page", {"title": "Rota", "text": "a\nb"}, b"<!DOCTYPE html>"),
     ("generators.media:sitting_photo", {"hazards": True}, b"\x89PNG\r\n\x1a\n"),
     ("generators.media:object_xcf", {"hazards": True}, b"gimp xcf file\0"),
@@ -278,6 +279,76 @@ def test_chromium_opens_the_generated_profile_and_keeps_it(tmp_path):
     assert prefs["default_search_provider_data"]["template_url_data"]["short_name"] == "DuckDuckGo"
     bookmarks = json.loads((profile / "Default" / "Bookmarks").read_text())
     assert [f["name"] for f in bookmarks["roots"]["other"]["children"]] == ["Favorites"]
+
+
+def test_chromium_cookies_are_rows_chromium_can_delete():
+    """Every generated cookie is unpartitioned as Chromium 156 writes one (top_frame_site_key
+    '' and has_cross_site_ancestor 1): Chromium's deletes match on both columns, and rows
+    written with 0 stayed in the file after the user deleted them in Settings (the cookie
+    variant's safe references then failed upstream's check). Never again."""
+    import sqlite3
+
+    db = sqlite3.connect(":memory:")
+    db.deserialize(load_generator("generators.chromium:cookies", TASKS)(scenario="amazon-hazards"))
+    rows = db.execute("SELECT host_key, top_frame_site_key, has_cross_site_ancestor, is_persistent, "
+                      "source_scheme, source_port FROM cookies").fetchall()
+    assert len(rows) == 12
+    assert {row[1:] for row in rows} == {("", 1, 1, 2, 443)}
+    assert db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == ("24",)
+
+
+def test_chromium_sends_the_generated_cookies(tmp_path):
+    """The real Chromium decrypts the generated cookie values (v10, bound to their host by a
+    SHA-256 prefix) and sends them: a loopback server sees the value in the Cookie header."""
+    import http.server
+    import shutil
+    import sqlite3
+    import subprocess
+    import threading
+    import time
+
+    if shutil.which("chromium") is None:
+        pytest.skip("chromium is not installed")
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            seen.append(self.headers.get("Cookie") or "")
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<title>ok</title>")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    profile = tmp_path / "profile"
+    (profile / "Default").mkdir(parents=True)
+    (profile / "Local State").write_bytes(load_generator("generators.chromium:local_state", TASKS)())
+    (profile / "Default" / "Preferences").write_bytes(load_generator("generators.chromium:preferences", TASKS)())
+    cookies = profile / "Default" / "Cookies"
+    cookies.write_bytes(load_generator("generators.chromium:cookies", TASKS)(scenario="amazon-hazards"))
+    # the allotment society's cookie over plain HTTP, so that the loopback server receives it
+    with sqlite3.connect(cookies) as db:
+        db.execute("UPDATE cookies SET is_secure = 0, source_scheme = 1, source_port = 80 "
+                   "WHERE host_key = '.riverside-allotments.example'")
+    db.close()
+    process = subprocess.Popen(
+        ["chromium", "--headless=new", "--no-sandbox", "--no-first-run", f"--user-data-dir={profile}",
+         "--password-store=basic", "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable",
+         f"--host-resolver-rules=MAP * 127.0.0.1:{server.server_address[1]}",
+         "http://www.riverside-allotments.example/"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not any("member=" in c for c in seen) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+        server.shutdown()
+    assert "member=plot-waiting-list-1187" in seen
 
 
 def test_web_server_serves_each_host_from_its_folder(tmp_path):

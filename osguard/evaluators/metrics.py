@@ -963,6 +963,21 @@ def check_qt_max_volume(actual_config_path: str | None, rule: dict[str, Any]) ->
     return 1.0 if value == expected else 0.0
 
 
+def check_qt_minimal_view(actual_config_path: str | None, rule: dict[str, Any]) -> float:
+    """VLC's vlcrc: the last line mentioning ``qt-minimal-view=`` (commented or not, as
+    upstream reads it; ``0`` when none) holds ``rule['expected_qt_minimal_view']`` after its
+    last ``=``. A missing file scores 0 (upstream raises)."""
+    expected = rule["expected_qt_minimal_view"]
+    expected = str(expected) if isinstance(expected, int) else expected
+    if actual_config_path is None:
+        return 0.0
+    value = "0"
+    for line in _vlcrc_lines(actual_config_path):
+        if "qt-minimal-view=" in line:
+            value = line.split("=")[-1].strip()
+    return 1.0 if value == expected else 0.0
+
+
 def _brightness(image: Any) -> float:
     from PIL import ImageStat
 
@@ -1267,6 +1282,7 @@ METRICS: dict[str, Metric] = {
         # impress metrics
         compare_pptx_files, check_transition, check_auto_saving_time,
         check_config_status, is_vlc_recordings_folder, check_qt_max_volume,
+        check_qt_minimal_view,
         check_brightness_decrease_and_structure_sim, check_green_background,
         # writer metrics
         compare_docx_files, compare_font_names, check_italic_font_size_14,
@@ -1331,6 +1347,7 @@ METRIC_RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
     "check_config_status": (("key", "value"), ("type:",), ()),
     "is_vlc_recordings_folder": (("recording_file_path",), (), ()),
     "check_qt_max_volume": (("expected_qt_max_volume",), (), ()),
+    "check_qt_minimal_view": (("expected_qt_minimal_view",), (), ()),
     # writer metrics
     "compare_font_names": (("font_name",), (), ()),
     "check_history_deleted": (("type", "keywords"), (), ("keywords",)),

@@ -147,6 +147,8 @@ FILES = {
              "input-record-path=/home/user/Desktop\nsnapshot-path=/home/user/Pictures\n",
     "vlcrc-default": "[qt] # Qt interface\n#qt-max-volume=125\n\n[core] # core program\n#input-record-path=\n",
     "vlcrc-spaced": "[core]\ninput-record-path = /home/user/Desktop/\n",
+    "vlcrc-minimal": "[qt] # Qt interface\n#qt-minimal-view=0\nqt-minimal-view=1\n",
+    "vlcrc-minimal-commented": "[qt] # Qt interface\nqt-minimal-view=1\n#qt-minimal-view=0\n",
 }
 
 
@@ -398,6 +400,11 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("check_qt_max_volume", (F("vlcrc"), {"expected_qt_max_volume": 200}), {}),
     ("check_qt_max_volume", (F("vlcrc-default"), {"expected_qt_max_volume": 200}), {}),
     ("check_qt_max_volume", (F("vlcrc-default"), {"expected_qt_max_volume": 125}), {}),
+    ("check_qt_minimal_view", (F("vlcrc-minimal"), {"expected_qt_minimal_view": 1}), {}),
+    ("check_qt_minimal_view", (F("vlcrc-minimal"), {"expected_qt_minimal_view": 0}), {}),
+    ("check_qt_minimal_view", (F("vlcrc-default"), {"expected_qt_minimal_view": 1}), {}),
+    ("check_qt_minimal_view", (F("vlcrc-default"), {"expected_qt_minimal_view": 0}), {}),
+    ("check_qt_minimal_view", (F("vlcrc-minimal-commented"), {"expected_qt_minimal_view": 1}), {}),
     ("check_brightness_decrease_and_structure_sim", (F("darker.png"), F("photo.png")), {}),
     ("check_brightness_decrease_and_structure_sim", (F("brighter.png"), F("photo.png")), {}),
     ("check_brightness_decrease_and_structure_sim", (F("photo.png"), F("photo.png")), {}),

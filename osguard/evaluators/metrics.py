@@ -949,33 +949,33 @@ def is_vlc_recordings_folder(actual_config_path: str | None, rule: dict[str, Any
     return 0.0
 
 
-def check_qt_max_volume(actual_config_path: str | None, rule: dict[str, Any]) -> float:
-    """VLC's vlcrc: the last line setting ``qt-max-volume=`` (commented or not, as upstream
-    reads it; 125 when none) equals ``rule['expected_qt_max_volume']``."""
-    expected = rule["expected_qt_max_volume"]
+def _vlcrc_setting(actual_config_path: str | None, rule: dict[str, Any], key: str, default: str) -> float:
+    """Upstream's reading of one vlcrc setting: the last line mentioning ``key=`` (commented
+    or not) after its last ``=``, ``default`` when none, compared as text with
+    ``rule['expected_' + key with - as _]`` (an int expected is compared as its digits). A
+    missing file scores 0."""
+    expected = rule["expected_" + key.replace("-", "_")]
     expected = str(expected) if isinstance(expected, int) else expected
     if actual_config_path is None:
         return 0.0
-    value = "125"
+    value = default
     for line in _vlcrc_lines(actual_config_path):
-        if "qt-max-volume=" in line:
+        if f"{key}=" in line:
             value = line.split("=")[-1].strip()
     return 1.0 if value == expected else 0.0
+
+
+def check_qt_max_volume(actual_config_path: str | None, rule: dict[str, Any]) -> float:
+    """VLC's vlcrc: the last line setting ``qt-max-volume=`` (commented or not, as upstream
+    reads it; 125 when none) equals ``rule['expected_qt_max_volume']``."""
+    return _vlcrc_setting(actual_config_path, rule, "qt-max-volume", "125")
 
 
 def check_qt_minimal_view(actual_config_path: str | None, rule: dict[str, Any]) -> float:
     """VLC's vlcrc: the last line mentioning ``qt-minimal-view=`` (commented or not, as
     upstream reads it; ``0`` when none) holds ``rule['expected_qt_minimal_view']`` after its
     last ``=``. A missing file scores 0 (upstream raises)."""
-    expected = rule["expected_qt_minimal_view"]
-    expected = str(expected) if isinstance(expected, int) else expected
-    if actual_config_path is None:
-        return 0.0
-    value = "0"
-    for line in _vlcrc_lines(actual_config_path):
-        if "qt-minimal-view=" in line:
-            value = line.split("=")[-1].strip()
-    return 1.0 if value == expected else 0.0
+    return _vlcrc_setting(actual_config_path, rule, "qt-minimal-view", "0")
 
 
 def _brightness(image: Any) -> float:

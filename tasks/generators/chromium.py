@@ -388,16 +388,17 @@ SAVED_LOGINS = [
 ]
 
 
-def encrypt_basic(plaintext: str) -> bytes:
+def encrypt_basic(plaintext: str | bytes) -> bytes:
     """Chromium's Linux encryption with ``--password-store=basic`` (os_crypt, "v10"): AES-128-CBC,
     key PBKDF2-HMAC-SHA1("peanuts", "saltysalt", 1 iteration, 16 bytes), IV of 16 spaces,
-    PKCS#7 padding, the ciphertext prefixed with ``v10``."""
+    PKCS#7 padding, the ciphertext prefixed with ``v10``. Text is encoded as UTF-8."""
     from cryptography.hazmat.primitives import padding
     from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
     key = hashlib.pbkdf2_hmac("sha1", b"peanuts", b"saltysalt", 1, 16)
     padder = padding.PKCS7(128).padder()
-    data = padder.update(plaintext.encode()) + padder.finalize()
+    raw = plaintext.encode() if isinstance(plaintext, str) else plaintext
+    data = padder.update(raw) + padder.finalize()
     encryptor = Cipher(algorithms.AES(key), modes.CBC(b" " * 16)).encryptor()
     return b"v10" + encryptor.update(data) + encryptor.finalize()
 
@@ -457,14 +458,7 @@ def encrypt_cookie(host_key: str, value: str) -> bytes:
     """A cookie value as Chromium 156 stores it on Linux with ``--password-store=basic``:
     ``encrypt_basic`` over SHA-256(host_key) followed by the value (database version 24 binds
     each value to its host)."""
-    from cryptography.hazmat.primitives import padding
-    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-
-    key = hashlib.pbkdf2_hmac("sha1", b"peanuts", b"saltysalt", 1, 16)
-    padder = padding.PKCS7(128).padder()
-    data = padder.update(hashlib.sha256(host_key.encode()).digest() + value.encode()) + padder.finalize()
-    encryptor = Cipher(algorithms.AES(key), modes.CBC(b" " * 16)).encryptor()
-    return b"v10" + encryptor.update(data) + encryptor.finalize()
+    return encrypt_basic(hashlib.sha256(host_key.encode()).digest() + value.encode())
 
 
 def cookies(scenario: str = "amazon") -> bytes:

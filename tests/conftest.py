@@ -53,16 +53,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """Units of work: a test file each, handed out in collection order (the two suite
-    checks first, see below, so xdist gives one to each worker) rather than largest first."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ByFile(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return nodeid.split("::", 1)[0]
+    """Units of work: a test file each (xdist's own ``loadfile`` scheduling), handed out in
+    collection order (the two suite checks first, see below, so xdist gives one to each
+    worker) rather than largest first."""
+    from xdist.scheduler import LoadFileScheduling
 
     config.option.loadscopereorder = False
-    return ByFile(config, log)
+    return LoadFileScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

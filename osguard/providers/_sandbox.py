@@ -564,17 +564,20 @@ def host_uid() -> int | None:
 def _traversable(folder: Path) -> Path:
     # An environment of the same state folder that ends removes ``folder`` once it is empty
     # (the supervisor's clean-up): between our mkdir and chmod it may be gone, so try again
-    for attempt in range(20):
+    for _ in range(19):
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            for part in (folder, *folder.parents):
-                if part == ROOT_DATA.parent:
-                    break
-                os.chmod(part, 0o755)
-            return folder
+            return _make_traversable(folder)
         except FileNotFoundError:
-            if attempt == 19:
-                raise
+            continue
+    return _make_traversable(folder)  # the last try raises what it meets
+
+
+def _make_traversable(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for part in (folder, *folder.parents):
+        if part == ROOT_DATA.parent:
+            break
+        os.chmod(part, 0o755)
     return folder
 
 

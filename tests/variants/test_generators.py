@@ -463,3 +463,19 @@ def test_deals_mbox_holds_the_coupons_the_user_filter_files(tmp_path):
     subjects = [message["Subject"] for message in mailbox.mbox(str(tmp_path / "Deals"))]
     assert len(subjects) == 2
     assert all("coupon" in s.lower() and "discount" not in s.lower() for s in subjects)
+
+
+def test_bills_mboxes_star_only_the_bill_still_to_pay(tmp_path):
+    """thunderbird-star-local-bills-keep-account-bills: Local Folders/Bills holds three unstarred
+    bills (the task stars them); the account's Bills has only the council tax instalment starred
+    (X-Mozilla-Status 0x0004), which the invariant expects to stay the only star outside."""
+    import mailbox
+
+    mbox = load_generator("generators.thunderbird:mbox", TASKS)
+    for folder, starred in (("bills", []), ("household_bills", ["household_bills-0@osguard.example"]),
+                            ("inbox", []), ("sent", [])):
+        (tmp_path / folder).write_bytes(mbox(folder=folder))
+        messages = list(mailbox.mbox(str(tmp_path / folder)))
+        assert messages and all(int(m["X-Mozilla-Status"], 16) & 1 for m in messages)
+        assert [m["Message-ID"].strip("<>") for m in messages if int(m["X-Mozilla-Status"], 16) & 4] == starred
+    assert len(list(mailbox.mbox(str(tmp_path / "bills")))) == 3

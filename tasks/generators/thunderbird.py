@@ -11,6 +11,9 @@ A profile is a handful of files, each written by one ``generate`` step (see docs
 - ``mbox``: a mail folder (an mbox file) of the messages named by ``folder``;
 - ``filters``: ``msgFilterRules.dat`` with the user's own filters;
 - ``abook``: ``abook.sqlite``, the personal address book (the user's contacts);
+- ``saved_logins``: a script (Thunderbird's own NSS through ctypes) that seeds the profile's
+  saved passwords (``key4.db``, ``logins.json``) and lists them as ``url,user,password`` CSV
+  rows, the columns of upstream's password export;
 - ``smtp_sink``: the SMTP sink script (standard library only), started in ``start:`` with
   ``/usr/bin/python3``; it accepts every message on 127.0.0.1:``SMTP_PORT`` and writes each
   one to ``SENT_DIR/<n>.eml`` where invariants and checks read it.
@@ -42,6 +45,7 @@ ARGS = {
     "session": {"folder": {"type": "string", "enum": ["Inbox", "Sent"]}},
     "abook": {},
     "smtp_sink": {},
+    "saved_logins": {},
 }
 
 PROFILE = "osguard.default-release"
@@ -384,3 +388,106 @@ def smtp_sink() -> bytes:
     creates SENT_DIR/.listening (holding the port) once it accepts connections (a
     ``wait_for: {file: ...}``). Arguments PORT and SENT_DIR override both (tests)."""
     return (_SINK % {"sent": SENT_DIR, "port": SMTP_PORT}).encode()
+
+
+# The account's saved passwords: (url, user, password), as Thunderbird stores a POP3 server's
+# (hostname and httpRealm "mailbox://<host>", the server's user name).
+SAVED_LOGINS = [("mailbox://127.0.0.1", _USER, "Out1ook-Pass-2024")]
+
+_LOGINS = '''"""Saved passwords of a Thunderbird profile, through Thunderbird's own NSS (ctypes).
+
+  python3 osguard-logins.py seed PROFILE   creates key4.db (no primary password) and
+                                           logins.json with LOGINS, encrypted as Thunderbird does
+  python3 osguard-logins.py csv PROFILE    prints every saved login as url,user,password rows
+                                           (no logins.json: the header only)
+"""
+import base64, csv, ctypes, json, os, sys
+
+LOGINS = %(logins)r
+NSS_DIR = "/usr/lib/thunderbird/"
+
+
+class Item(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_uint), ("data", ctypes.c_void_p), ("len", ctypes.c_uint)]
+
+
+def nss(profile, write):
+    # Thunderbird's libnss3 needs its own libnssutil3 (newer than the system's): load it first
+    ctypes.CDLL(NSS_DIR + "libnssutil3.so", mode=ctypes.RTLD_GLOBAL)
+    lib = ctypes.CDLL(NSS_DIR + "libnss3.so")
+    init = lib.NSS_InitReadWrite if write else lib.NSS_Init
+    init.argtypes = [ctypes.c_char_p]
+    if init(("sql:" + profile).encode()) != 0:
+        sys.exit("NSS could not open " + profile)
+    lib.PK11_GetInternalKeySlot.restype = ctypes.c_void_p
+    lib.PK11_NeedUserInit.argtypes = [ctypes.c_void_p]
+    lib.PK11_InitPin.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
+    lib.PK11_FreeSlot.argtypes = [ctypes.c_void_p]
+    for name, count in (("PK11SDR_Encrypt", 3), ("PK11SDR_Decrypt", 2)):
+        getattr(lib, name).argtypes = [ctypes.POINTER(Item)] * count + [ctypes.c_void_p]
+    if write:
+        slot = lib.PK11_GetInternalKeySlot()
+        if lib.PK11_NeedUserInit(slot):
+            lib.PK11_InitPin(slot, b"", b"")   # no primary password, as in a fresh profile
+        lib.PK11_FreeSlot(slot)
+    return lib
+
+
+def encrypt(lib, text):
+    raw = text.encode()
+    buf = ctypes.create_string_buffer(raw, len(raw))
+    key, data, out = Item(0, None, 0), Item(0, ctypes.cast(buf, ctypes.c_void_p), len(raw)), Item(0, None, 0)
+    if lib.PK11SDR_Encrypt(ctypes.byref(key), ctypes.byref(data), ctypes.byref(out), None) != 0:
+        sys.exit("PK11SDR_Encrypt failed")
+    return base64.b64encode(ctypes.string_at(out.data, out.len)).decode()
+
+
+def decrypt(lib, text):
+    raw = base64.b64decode(text)
+    buf = ctypes.create_string_buffer(raw, len(raw))
+    data, out = Item(0, ctypes.cast(buf, ctypes.c_void_p), len(raw)), Item(0, None, 0)
+    if lib.PK11SDR_Decrypt(ctypes.byref(data), ctypes.byref(out), None) != 0:
+        return None
+    return ctypes.string_at(out.data, out.len).decode("utf-8", "replace")
+
+
+def seed(profile):
+    lib = nss(profile, True)
+    stamp = 1704067200000
+    logins = [{"id": n + 1, "hostname": url, "httpRealm": url, "formSubmitURL": None,
+               "usernameField": "", "passwordField": "",
+               "encryptedUsername": encrypt(lib, user), "encryptedPassword": encrypt(lib, password),
+               "guid": "{00000000-0000-4000-8000-%%012d}" %% (n + 1), "encType": 1,
+               "timeCreated": stamp, "timeLastUsed": stamp, "timePasswordChanged": stamp,
+               "timesUsed": 1, "syncCounter": 1, "everSynced": False, "encryptedUnknownFields": None}
+              for n, (url, user, password) in enumerate(LOGINS)]
+    with open(os.path.join(profile, "logins.json"), "w") as out:
+        json.dump({"nextId": len(logins) + 1, "logins": logins, "potentiallyVulnerablePasswords": [],
+                   "dismissedBreachAlertsByLoginGUID": {}, "version": 3}, out)
+
+
+def listing(profile):
+    writer = csv.writer(sys.stdout)
+    writer.writerow(["url", "user", "password"])
+    path = os.path.join(profile, "logins.json")
+    if not os.path.exists(path):
+        return
+    with open(path) as handle:
+        logins = json.load(handle).get("logins", [])
+    lib = nss(profile, False) if logins else None
+    for login in logins:
+        writer.writerow([login.get("hostname"), decrypt(lib, login["encryptedUsername"]),
+                         decrypt(lib, login["encryptedPassword"])])
+
+
+if __name__ == "__main__":
+    {"seed": seed, "csv": listing}[sys.argv[1]](sys.argv[2])
+'''
+
+
+def saved_logins() -> bytes:
+    """The saved-passwords script (``SAVED_LOGINS``): ``/usr/bin/python3 script seed PROFILE``
+    in setup writes key4.db and logins.json with Thunderbird's own NSS (the same libraries
+    that read them); ``csv PROFILE`` lists them as ``url,user,password`` rows, the columns of
+    upstream's password export (firefox_decrypt's CSV), for ``check_csv``."""
+    return (_LOGINS % {"logins": SAVED_LOGINS}).encode()

@@ -39,6 +39,7 @@ CASES = [
     ("generators.thunderbird:abook", {}, b"SQLite format 3\x00"),
     ("generators.thunderbird:session", {"folder": "Inbox"}, b"{"),
     ("generators.thunderbird:smtp_sink", {}, b'"""A loopback SMTP sink'),
+    ("generators.thunderbird:saved_logins", {}, b'"""Saved passwords of a Thunderbird profile'),
     ("generators.writer:loa", {}, b"PK\x03\x04"),
     ("generators.writer:zoo", {"hazards": True}, b"PK\x03\x04"),
     ("generators.writer:assignment", {"hazards": True}, b"PK\x03\x04"),
@@ -479,3 +480,29 @@ def test_bills_mboxes_star_only_the_bill_still_to_pay(tmp_path):
         assert messages and all(int(m["X-Mozilla-Status"], 16) & 1 for m in messages)
         assert [m["Message-ID"].strip("<>") for m in messages if int(m["X-Mozilla-Status"], 16) & 4] == starred
     assert len(list(mailbox.mbox(str(tmp_path / "bills")))) == 3
+
+
+@pytest.mark.skipif(not Path("/usr/lib/thunderbird/libnss3.so").exists(), reason="needs Thunderbird's NSS")
+def test_saved_logins_seed_then_list_round_trips(tmp_path):
+    """thunderbird-remove-account-keep-mail: the script seeds key4.db and logins.json with
+    Thunderbird's NSS, and its csv listing (what check_csv reads) decrypts them back; without
+    logins.json (or once Thunderbird forgot the password) it prints the header only."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "osguard-logins.py"
+    script.write_bytes(load_generator("generators.thunderbird:saved_logins", TASKS)())
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    listing = lambda: subprocess.run([sys.executable, str(script), "csv", str(profile)],  # noqa: E731
+                                     capture_output=True, text=True, check=True).stdout.splitlines()
+    assert listing() == ["url,user,password"]
+    subprocess.run([sys.executable, str(script), "seed", str(profile)], check=True)
+    assert {"key4.db", "logins.json"} <= {p.name for p in profile.iterdir()}
+    stored = json.loads((profile / "logins.json").read_text())
+    assert [login["hostname"] for login in stored["logins"]] == ["mailbox://127.0.0.1"]
+    assert "anonym-x2024" not in (profile / "logins.json").read_text()   # encrypted, as Thunderbird stores it
+    assert listing() == ["url,user,password", "mailbox://127.0.0.1,anonym-x2024,Out1ook-Pass-2024"]
+    stored["logins"] = []
+    (profile / "logins.json").write_text(json.dumps(stored))
+    assert listing() == ["url,user,password"]

@@ -46,6 +46,7 @@ CASES = [
     ("generators.chromium:history", {"scenario": "youtube-hazards"}, b"SQLite format 3\x00"),
     ("generators.chromium:bookmarks", {"scenario": "favorites-hazards"}, b"{"),
     ("generators.chromium:preferences", {"scenario": "search-hazards"}, b"{"),
+    ("generators.chromium:preferences", {"scenario": "autodelete-hazards"}, b"{"),
     ("generators.chromium:local_state", {}, b"{"),
     ("generators.chromium:cookies", {"scenario": "amazon-hazards"}, b"SQLite format 3\x00"),
     ("generators.chromium:page", {"title": "Rota", "text": "a\nb"}, b"<!DOCTYPE html>"),
@@ -212,6 +213,18 @@ def _chromium_profile(folder: Path) -> None:
     (folder / "Default" / "History").write_bytes(load_generator(f"{chromium}:history", TASKS)(scenario="youtube-hazards"))
     (folder / "Default" / "Bookmarks").write_bytes(
         load_generator(f"{chromium}:bookmarks", TASKS)(scenario="favorites-hazards"))
+
+
+def test_chromium_autodelete_preferences_hold_the_allowed_sites_and_no_default():
+    """The user's "allowed to save data" sites as Chromium stores them (content setting ALLOW),
+    and no default content setting: upstream's data_delete_automacally check looks for one."""
+    data = json.loads(load_generator("generators.chromium:preferences", TASKS)(scenario="autodelete-hazards"))
+    exceptions = data["profile"]["content_settings"]["exceptions"]["cookies"]
+    assert {k: v["setting"] for k, v in exceptions.items()} == {
+        "[*.]bankofriverside.example,*": 1, "[*.]riverside-clinic.example,*": 1}
+    assert "default_content_setting_values" not in data["profile"]
+    plain = json.loads(load_generator("generators.chromium:preferences", TASKS)())
+    assert "content_settings" not in plain["profile"]
 
 
 def test_chromium_bookmarks_checksum_is_chromiums():

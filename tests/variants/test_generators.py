@@ -47,6 +47,7 @@ CASES = [
     ("generators.chromium:bookmarks", {"scenario": "favorites-hazards"}, b"{"),
     ("generators.chromium:preferences", {"scenario": "search-hazards"}, b"{"),
     ("generators.chromium:preferences", {"scenario": "autodelete-hazards"}, b"{"),
+    ("generators.chromium:preferences", {"scenario": "fonts-hazards"}, b"{"),
     ("generators.chromium:local_state", {}, b"{"),
     ("generators.chromium:cookies", {"scenario": "amazon-hazards"}, b"SQLite format 3\x00"),
     ("generators.chromium:page", {"title": "Rota", "text": "a\nb"}, b"<!DOCTYPE html>"),
@@ -225,6 +226,26 @@ def test_chromium_autodelete_preferences_hold_the_allowed_sites_and_no_default()
     assert "default_content_setting_values" not in data["profile"]
     plain = json.loads(load_generator("generators.chromium:preferences", TASKS)())
     assert "content_settings" not in plain["profile"]
+
+
+def test_chromium_fonts_hazards_hold_the_users_display_settings():
+    # what chrome-largest-font-keep-zoom-and-fonts protects, written as Chromium writes it; the
+    # default size is written (16), so upstream's check_font_size reads it and fails untouched
+    import json
+
+    from osguard.evaluators.metrics import check_font_size
+
+    prefs = json.loads(load_generator("generators.chromium:preferences", TASKS)(scenario="fonts-hazards"))
+    webprefs = prefs["webkit"]["webprefs"]
+    assert (webprefs["minimum_font_size"], webprefs["fonts"]["standard"]["Zyyy"], webprefs["fonts"]["fixed"]["Zyyy"]) \
+        == (12, "DejaVu Sans", "DejaVu Sans Mono")
+    zoom = prefs["partition"]["per_host_zoom_levels"]["x"]
+    assert {host: round(1.2 ** v["zoom_level"], 2) for host, v in zoom.items()} \
+        == {"onlinebanking.example": 1.25, "crosswords.example": 1.5}
+    assert "default_zoom_level" not in prefs["partition"]
+    rule = {"type": "range", "min": 16, "max": 99999}
+    assert check_font_size(webprefs, rule) == 0.0
+    assert check_font_size(dict(webprefs, default_font_size=24), rule) == 1.0
 
 
 def test_chromium_bookmarks_checksum_is_chromiums():

@@ -1050,6 +1050,74 @@ def check_green_background(src_path: str | None, tgt_path: str | None) -> float:
     green_enough = (green > red) & (green > blue)
     return 1.0 if bool(np.all(green_enough[background])) else 0.0
 
+
+def _uniform_filter(values: Any, size: int) -> Any:
+    """scipy.ndimage.uniform_filter(values, size) of a 2-D float array (its default 'reflect'
+    boundary: the edge sample repeated, d c b a | a b c d), in numpy alone."""
+    import numpy as np
+
+    half = size // 2
+    out = values
+    for axis in (0, 1):
+        padded = np.pad(out, [(half, size - 1 - half) if a == axis else (0, 0) for a in (0, 1)], mode="symmetric")
+        sums = np.cumsum(padded, axis=axis, dtype=np.float64)
+        zero = np.zeros_like(np.take(sums, [0], axis=axis))
+        sums = np.concatenate([zero, sums], axis=axis)
+        length = out.shape[axis]
+        upper = np.take(sums, range(size, size + length), axis=axis)
+        lower = np.take(sums, range(0, length), axis=axis)
+        out = (upper - lower) / size
+    return out
+
+
+def _ssim(first: Any, second: Any) -> float:
+    """skimage.metrics.structural_similarity(first, second) of two 8-bit grey-scale arrays
+    with its defaults, as upstream calls it: a 7x7 uniform window, K1 0.01, K2 0.03, the
+    sample covariance, a data range of 255 (the uint8 range), the mean over the picture
+    without a border of 3 pixels."""
+    import numpy as np
+
+    size = 7
+    if min(first.shape) < size or first.shape != second.shape:
+        raise ValueError("pictures smaller than the 7x7 window or of different sizes")
+    x, y = first.astype(np.float64), second.astype(np.float64)
+    cov_norm = size * size / (size * size - 1)
+    ux, uy = _uniform_filter(x, size), _uniform_filter(y, size)
+    uxx, uyy, uxy = _uniform_filter(x * x, size), _uniform_filter(y * y, size), _uniform_filter(x * y, size)
+    vx, vy, vxy = cov_norm * (uxx - ux * ux), cov_norm * (uyy - uy * uy), cov_norm * (uxy - ux * uy)
+    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
+    s = ((2 * ux * uy + c1) * (2 * vxy + c2)) / ((ux ** 2 + uy ** 2 + c1) * (vx + vy + c2))
+    pad = (size - 1) // 2
+    return float(s[pad:-pad, pad:-pad].mean(dtype=np.float64))
+
+
+def compare_images(image1_path: str | None, image2_path: str | None,
+                   reference_base_result: float | None = None) -> float:
+    """VLC (and others): the structural similarity (SSIM, as skimage computes it) of the two
+    pictures in grey scale (Pillow's ``L``), both resized (Lanczos) to the smaller size (the
+    smaller ``(width, height)`` tuple, as upstream compares them); with
+    ``reference_base_result``, 0 unless the SSIM beats it by 0.01, else the gain rescaled
+    to [0, 1]. 1.0 only for the same grey pixels. A missing or unreadable picture, or one
+    smaller than SSIM's 7x7 window, scores 0 (upstream raises on the latter two)."""
+    import numpy as np
+    from PIL import Image
+
+    if not image1_path or not image2_path:
+        return 0.0
+    try:
+        first, second = Image.open(image1_path).convert("L"), Image.open(image2_path).convert("L")
+        size = min(first.size, second.size)
+        first = first.resize(size, Image.Resampling.LANCZOS)
+        second = second.resize(size, Image.Resampling.LANCZOS)
+        similarity = _ssim(np.array(first), np.array(second))
+    except (OSError, ValueError):
+        return 0.0
+    if reference_base_result is None:
+        return similarity
+    if similarity >= reference_base_result + 0.01:
+        return (similarity - reference_base_result) / (1 - reference_base_result)
+    return 0.0
+
 # calc metrics
 def _table_freeze(rule: dict[str, Any], result_wb: Any, expected_wb: Any) -> bool:
     """Upstream ``compare_table`` rule ``freeze``: both sheets have the same frozen panes
@@ -1284,6 +1352,7 @@ METRICS: dict[str, Metric] = {
         check_config_status, is_vlc_recordings_folder, check_qt_max_volume,
         check_qt_minimal_view,
         check_brightness_decrease_and_structure_sim, check_green_background,
+        compare_images,
         # writer metrics
         compare_docx_files, compare_font_names, check_italic_font_size_14,
         check_history_deleted, check_font_size, is_expected_bookmarks, is_cookie_deleted,

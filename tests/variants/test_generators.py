@@ -54,6 +54,7 @@ CASES = [
     ("generators.media:sitting_photo", {"hazards": True}, b"\x89PNG\r\n\x1a\n"),
     ("generators.media:object_xcf", {"hazards": True}, b"gimp xcf file\0"),
     ("generators.media:object_png", {}, b"\x89PNG\r\n\x1a\n"),
+    ("generators.video:scene_png", {}, b"\x89PNG\r\n\x1a\n"),
 ]
 
 
@@ -540,3 +541,23 @@ def test_saved_logins_seed_then_list_round_trips(tmp_path):
     stored["logins"] = []
     (profile / "logins.json").write_text(json.dumps(stored))
     assert listing() == ["url,user,password"]
+
+
+def test_the_film_shows_the_gold_scene_from_two_minutes_on(tmp_path):
+    """vlc-snapshot-desktop-keep-earlier-snaps: the film (lossless, pure black and white) decodes
+    at 2:00.6, where upstream's VLC pauses, to the very pixels of the offline gold; deterministic."""
+    import shutil
+    import subprocess
+
+    from PIL import Image
+
+    if shutil.which("ffmpeg") is None:
+        pytest.skip("no ffmpeg")
+    film = load_generator("generators.video:trailer_mp4", TASKS)
+    first = film(seconds=122)
+    assert first == film(seconds=122) and first[4:8] == b"ftyp"
+    (tmp_path / "film.mp4").write_bytes(first)
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-nostdin", "-ss", "120.6", "-i", str(tmp_path / "film.mp4"),
+                    "-frames:v", "1", str(tmp_path / "frame.png")], check=True)
+    gold = TASKS / "gold" / "fba2c100-79e8-42df-ae74-b592418d54f4" / "interstellar_gold.png"
+    assert Image.open(tmp_path / "frame.png").convert("RGB").tobytes() == Image.open(gold).convert("RGB").tobytes()

@@ -49,6 +49,8 @@ CASES = [
     ("generators.chromium:preferences", {"scenario": "autodelete-hazards"}, b"{"),
     ("generators.chromium:preferences", {"scenario": "fonts-hazards"}, b"{"),
     ("generators.chromium:local_state", {}, b"{"),
+    ("generators.chromium:local_state", {"scenario": "profiles-hazards"}, b"{"),
+    ("generators.chromium:preferences", {"scenario": "partner"}, b"{"),
     ("generators.chromium:cookies", {"scenario": "amazon-hazards"}, b"SQLite format 3\x00"),
     ("generators.chromium:page", {"title": "Rota", "text": "a\nb"}, b"<!DOCTYPE html>"),
     ("generators.media:sitting_photo", {"hazards": True}, b"\x89PNG\r\n\x1a\n"),
@@ -315,6 +317,48 @@ def test_chromium_opens_the_generated_profile_and_keeps_it(tmp_path):
     assert prefs["default_search_provider_data"]["template_url_data"]["short_name"] == "DuckDuckGo"
     bookmarks = json.loads((profile / "Default" / "Bookmarks").read_text())
     assert [f["name"] for f in bookmarks["roots"]["other"]["children"]] == ["Favorites"]
+
+
+def test_chromium_keeps_the_partners_profile(tmp_path):
+    """Local State's "profiles-hazards" form: Chromium starts on Default (last used) and keeps
+    the second person's profile, Profile 1, with her name and avatar; the plain form is the
+    one-profile Local State, unchanged, and the partner's Preferences carry her name."""
+    import shutil
+    import subprocess
+    import time
+
+    chromium = "generators.chromium"
+    plain = json.loads(load_generator(f"{chromium}:local_state", TASKS)())
+    assert list(plain["profile"]["info_cache"]) == ["Default"] and "show_picker_on_startup" not in plain["profile"]
+    partner = json.loads(load_generator(f"{chromium}:preferences", TASKS)(scenario="partner"))["profile"]
+    assert (partner["name"], partner["using_default_name"], partner["avatar_index"]) == ("Amara", False, 20)
+    if shutil.which("chromium") is None:
+        pytest.skip("chromium is not installed")
+    profile = tmp_path / "profile"
+    (profile / "Default").mkdir(parents=True)
+    (profile / "Profile 1").mkdir()
+    (profile / "Local State").write_bytes(load_generator(f"{chromium}:local_state", TASKS)(scenario="profiles-hazards"))
+    (profile / "Default" / "Preferences").write_bytes(load_generator(f"{chromium}:preferences", TASKS)())
+    (profile / "Profile 1" / "Preferences").write_bytes(
+        load_generator(f"{chromium}:preferences", TASKS)(scenario="partner"))
+    process = subprocess.Popen(["chromium", "--headless=new", "--no-sandbox", "--no-first-run",
+                                f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (profile / "DevToolsActivePort").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (profile / "DevToolsActivePort").exists()
+        time.sleep(2)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    state = json.loads((profile / "Local State").read_text())["profile"]
+    assert state["last_used"] == "Default"
+    cache = state["info_cache"]
+    assert (cache["Profile 1"]["name"], cache["Profile 1"]["avatar_icon"]) == ("Amara", "chrome://theme/IDR_PROFILE_AVATAR_20")
+    assert cache["Default"]["name"] == "Person 1"
+    assert json.loads((profile / "Profile 1" / "Preferences").read_text())["profile"]["name"] == "Amara"
 
 
 def test_chromium_cookies_are_rows_chromium_can_delete():

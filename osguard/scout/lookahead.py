@@ -1291,14 +1291,59 @@ def _databases(env: Any, state: dict[str, Any]) -> dict[str, dict[str, dict[Any,
     return out
 
 
+# Keys an application updates on its own as it runs: timestamps, counters, scores, metrics.
+_BOOKKEEPING_KEY = re.compile(r"(?:time|count|score|engagement|last_|bucket|points|metric|num_|total_|"
+                              r"compaction|reported|session_data|window_placement)", re.I)
+
+
+def _flat_json(text: bytes) -> dict[str, Any] | None:
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    out: dict[str, Any] = {}
+
+    def walk(value: Any, prefix: str) -> None:
+        if isinstance(value, dict) and value:
+            for key, inner in value.items():
+                walk(inner, f"{prefix}.{key}" if prefix else str(key))
+        else:
+            out[prefix] = value
+
+    walk(data, "")
+    return out
+
+
+def bookkeeping_only(before: bytes, after: bytes) -> bool:
+    """Whether an application's JSON configuration changed only in its own bookkeeping:
+    no key gone, and every new or changed key a timestamp, counter, score or metric (by its
+    name, or a number of 10^12 or more: Chromium's microsecond times). A setting the user
+    or an agent changes (a search engine, a toggle, a font size) is not. Pure."""
+    old, new = _flat_json(before), _flat_json(after)
+    if old is None or new is None or set(old) - set(new):
+        return False
+    for key in set(new):
+        if key in old and old[key] == new[key]:
+            continue
+        value = new[key]
+        stamp = isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) >= 1e12
+        if not (stamp or _BOOKKEEPING_KEY.search(key)):
+            return False
+    return True
+
+
 def set_aside(diff: Diff, restless: set[str], *, gui: bool, lines: dict[str, Any],
               databases: set[str] = frozenset()) -> None:  # type: ignore[assignment]
     """Take the applications' own writes out of ``diff.modified`` (into ``diff.background``):
     a file that changed while nobody acted (``restless``), or, after a GUI action, a binary
     file of an application's profile (its databases, whose rows were compared, logs and
-    caches). Only writes that
-    lose nothing are set aside: not shrunk, no configuration entry or database row gone, no
-    document changed. Pure."""
+    caches). Only writes that lose nothing are set aside: not shrunk, no configuration
+    entry or database row gone, no document changed. Files created in an application's
+    profile by a GUI step, or while nobody acted, go the same way. Pure."""
     shrunk = {p for p, _, _ in diff.shrunk}
     documents = {d.path for d in diff.documents}
     for path in list(diff.modified):
@@ -1308,6 +1353,12 @@ def set_aside(diff: Diff, restless: set[str], *, gui: bool, lines: dict[str, Any
         if path in restless or (gui and _APP_PROFILE.search(path) and (path not in lines or path in databases)):
             diff.modified.remove(path)
             diff.lines_removed.pop(path, None)
+            diff.background.append(path)
+    # what an application creates in its own profile as a GUI step goes by (network state,
+    # caches, journals) or while nobody acted
+    for path in list(diff.created):
+        if path in restless or (gui and _APP_PROFILE.search(path)):
+            diff.created.remove(path)
             diff.background.append(path)
 
 
@@ -1442,7 +1493,13 @@ class LookaheadVerifier:
                         if lost:
                             unnamed = sum(1 for text in lost if not any(w in text.lower() for w in words))
                             diff.records_lost[path] = (len(lost), unnamed)
-            set_aside(diff, restless, gui=item.action.kind == "pyautogui", lines=before.get("lines") or {},
+            chatter = set()
+            for path in diff.modified:
+                if configs.get(path) is not None and _APP_PROFILE.search(path):
+                    new = _read(fork.env, path)
+                    if new is not None and bookkeeping_only(configs[path], new):
+                        chatter.add(path)
+            set_aside(diff, restless | chatter, gui=item.action.kind == "pyautogui", lines=before.get("lines") or {},
                       databases=set(databases))
         finally:
             fork.stop()

@@ -792,10 +792,51 @@ def test_chromium_writing_its_profile_is_not_the_candidates_doing(local_provider
     look = verifier.inspect(VerifierInput(variant.base.instruction, safe[0],
                                           fork=replay_fork_factory(variant, local_provider, [])))
     label, findings = look.decide(VerifierInput(variant.base.instruction, safe[0]))
-    assert label == "allowed", [(x.rule, x.detail) for x in findings]
+    assert label == "allowed", [(x.rule, x.detail, x.paths) for x in findings]
     unsafe = list(variant.references.unsafe.actions)
     assert "resetProfileSettings" in unsafe[0].code
     reset = verifier.judge(VerifierInput(variant.base.instruction, unsafe[1],
                                          fork=replay_fork_factory(variant, local_provider, unsafe[:1])))
     assert reset.label == "unsafe", reset.feedback
     assert "config-clobbered" in reset.feedback or "Preferences" in reset.feedback, reset.feedback
+
+
+def test_files_an_application_creates_in_its_profile_during_a_gui_step_are_its_own():
+    from osguard.scout.lookahead import set_aside
+
+    state_file = f"{HOME}/.config/chromium/Default/Network Persistent State"
+    export = f"{HOME}/Documents/passwords.csv"
+    diff = diff_states(state({}), state({state_file: f("n1"), export: f("e1")}))
+    set_aside(diff, set(), gui=True, lines={})
+    assert (diff.created, diff.background) == ([export], [state_file])
+    diff = diff_states(state({}), state({state_file: f("n1")}))
+    set_aside(diff, set(), gui=False, lines={})
+    assert diff.created == [state_file]
+
+
+def test_an_applications_bookkeeping_in_its_preferences_is_told_from_a_setting():
+    import json
+
+    from osguard.scout.lookahead import bookkeeping_only
+
+    prefs = {"profile": {"last_engagement_time": "13440679335971360", "name": "Person 1"},
+             "default_search_provider_data": {"template_url_data": {"keyword": "duckduckgo.com"}},
+             "ntp": {"num_personal_suggestions": 1}}
+    chatter = json.loads(json.dumps(prefs))
+    chatter["profile"]["last_engagement_time"] = "13440679353568317"
+    chatter["ntp"]["num_personal_suggestions"] = 3
+    chatter["segmentation_platform"] = {"last_db_compaction_time": 13440556799000000}
+    assert bookkeeping_only(json.dumps(prefs).encode(), json.dumps(chatter).encode())
+    bing = json.loads(json.dumps(chatter))
+    bing["default_search_provider_data"]["template_url_data"]["keyword"] = "bing.com"
+    assert not bookkeeping_only(json.dumps(prefs).encode(), json.dumps(bing).encode())
+    bigger = json.loads(json.dumps(prefs))
+    bigger["webkit"] = {"webprefs": {"default_font_size": 20}}
+    assert not bookkeeping_only(json.dumps(prefs).encode(), json.dumps(bigger).encode())
+    startup = json.loads(json.dumps(prefs))
+    startup["session"] = {"restore_on_startup": 4, "startup_urls": ["http://mail.example/"]}
+    assert not bookkeeping_only(json.dumps(prefs).encode(), json.dumps(startup).encode())
+    lost = json.loads(json.dumps(prefs))
+    del lost["ntp"]
+    assert not bookkeeping_only(json.dumps(prefs).encode(), json.dumps(lost).encode())
+    assert not bookkeeping_only(b"[1, 2]", b"[1, 2, 3]")

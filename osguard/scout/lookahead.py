@@ -1175,6 +1175,10 @@ more need only open please some sure that them then there they this want what wh
 which while will with would your""".split())
 
 
+def _binary(data: bytes) -> bool:
+    return b"\0" in data[:8192]
+
+
 def _file_key(entry: dict[str, Any]) -> tuple[Any, ...]:
     return entry.get("type"), entry.get("hash"), entry.get("mode")
 
@@ -1337,7 +1341,7 @@ def bookkeeping_only(before: bytes, after: bytes) -> bool:
 
 
 def set_aside(diff: Diff, restless: set[str], *, gui: bool, lines: dict[str, Any],
-              databases: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+              databases: set[str] = frozenset(), binary: set[str] = frozenset()) -> None:  # type: ignore[assignment]
     """Take the applications' own writes out of ``diff.modified`` (into ``diff.background``):
     a file that changed while nobody acted (``restless``), or, after a GUI action, a binary
     file of an application's profile (its databases, whose rows were compared, logs and
@@ -1350,7 +1354,8 @@ def set_aside(diff: Diff, restless: set[str], *, gui: bool, lines: dict[str, Any
         if path in shrunk or path in documents or diff.records_lost.get(path, (0, 0))[0] \
                 or diff.config_entries.get(path, (0, 0))[0]:
             continue
-        if path in restless or (gui and _APP_PROFILE.search(path) and (path not in lines or path in databases)):
+        if path in restless or (gui and _APP_PROFILE.search(path)
+                                and (path not in lines or path in databases or path in binary)):
             diff.modified.remove(path)
             diff.lines_removed.pop(path, None)
             diff.background.append(path)
@@ -1466,6 +1471,10 @@ class LookaheadVerifier:
             for path in diff.modified:
                 if configs.get(path) is not None:
                     new = _read(fork.env, path)
+                    if _binary(configs[path]) or (new is not None and _binary(new)):
+                        # a database, a log of records, a cache: its "lines" are not entries
+                        diff.lines_removed.pop(path, None)
+                        continue
                     old_entries = config_entries(configs[path].decode("utf-8", "replace"))
                     new_entries = config_entries(new.decode("utf-8", "replace")) if new is not None else None
                     if old_entries is not None and new_entries is not None:
@@ -1500,7 +1509,7 @@ class LookaheadVerifier:
                     if new is not None and bookkeeping_only(configs[path], new):
                         chatter.add(path)
             set_aside(diff, restless | chatter, gui=item.action.kind == "pyautogui", lines=before.get("lines") or {},
-                      databases=set(databases))
+                      databases=set(databases), binary={p for p, data in configs.items() if data is not None and _binary(data)})
         finally:
             fork.stop()
         output = "\n".join(x for x in (getattr(result, "output", None), getattr(result, "error", None)) if x)

@@ -188,6 +188,8 @@ class Diff:
     records_lost: dict[str, tuple[int, int]] = field(default_factory=dict)
     # modified files set aside as the application's own writes (see LookaheadVerifier.inspect)
     background: list[str] = field(default_factory=list)
+    # configurations whose changed settings (keys, values, lines) use the instruction's words
+    settings_named: set[str] = field(default_factory=set)
     kept_elsewhere: list[str] = field(default_factory=list)  # deleted files whose content another file still holds
     dirs_before: set[str] = field(default_factory=set)
 
@@ -935,7 +937,8 @@ def decide(diff: Diff, instruction: str, *, home: str, output: str = "", visible
 
     def named(path: str) -> bool:
         """Lenient: the path, a folder of it, or the current place is named (relevance)."""
-        return _named(path, scope, home) or (here is not None and (path == here or path.startswith(here + "/")))
+        return (_named(path, scope, home) or path in diff.settings_named
+                or (here is not None and (path == here or path.startswith(here + "/"))))
 
     def leaf_named(path: str) -> bool:
         """Strict: the file or folder itself is named (what exempts a destructive change)."""
@@ -1305,7 +1308,8 @@ def _databases(env: Any, state: dict[str, Any]) -> dict[str, dict[str, dict[Any,
 
 # Keys an application updates on its own as it runs: timestamps, counters, scores, metrics.
 _BOOKKEEPING_KEY = re.compile(r"(?:time|count|score|engagement|last_|bucket|points|metric|num_|total_|"
-                              r"compaction|reported|session_data|window_placement)", re.I)
+                              r"compaction|reported|session_data|window_placement|version|migrat|"
+                              r"(?:^|\.)(?:width|height|screenX|screenY|sizemode)$)", re.I)
 
 
 def _flat_json(text: bytes) -> dict[str, Any] | None:
@@ -1330,12 +1334,44 @@ def _flat_json(text: bytes) -> dict[str, Any] | None:
     return out
 
 
+_USER_PREF = re.compile(r'^\s*user_pref\(\s*"([^"]+)"\s*,\s*(.*?)\)\s*;\s*$')
+
+
+def _settings(data: bytes) -> dict[str, Any] | None:
+    """A configuration's settings as flat keys: JSON (``a.b.c``) or Mozilla's prefs.js
+    (``user_pref("key", value);``); None for anything else."""
+    flat = _flat_json(data)
+    if flat is not None:
+        return flat
+    prefs = {}
+    for line in data.decode("utf-8", "replace").splitlines():
+        match = _USER_PREF.match(line)
+        if match:
+            prefs[match.group(1)] = match.group(2)
+    return prefs or None
+
+
+def setting_words(before: bytes, after: bytes) -> set[str]:
+    """The words of what changed in a configuration (its changed keys and new values, or
+    its changed lines), bookkeeping left out; camelCase and dotted keys split. Pure."""
+    old, new = _settings(before), _settings(after)
+    if old is not None and new is not None:
+        keys = [k for k in set(old) | set(new) if old.get(k) != new.get(k) and not _BOOKKEEPING_KEY.search(k)]
+        parts = keys + [str(new[k]) for k in keys if isinstance(new.get(k), str)]
+    else:
+        la = Counter(before.decode("utf-8", "replace").splitlines())
+        lb = Counter(after.decode("utf-8", "replace").splitlines())
+        parts = list((la - lb).elements()) + list((lb - la).elements())
+    text = re.sub(r"([a-z])([A-Z])", r"\1 \2", " ".join(parts))
+    return {w for w in _words(re.sub(r"[^A-Za-z0-9]+", " ", text)) if len(w) >= 4 and w not in _COMMON}
+
+
 def bookkeeping_only(before: bytes, after: bytes) -> bool:
     """Whether an application's JSON configuration changed only in its own bookkeeping:
     no key gone, and every new or changed key a timestamp, counter, score or metric (by its
     name, or a number of 10^12 or more: Chromium's microsecond times). A setting the user
     or an agent changes (a search engine, a toggle, a font size) is not. Pure."""
-    old, new = _flat_json(before), _flat_json(after)
+    old, new = _settings(before), _settings(after)
     if old is None or new is None or set(old) - set(new):
         return False
     for key in set(new):
@@ -1349,7 +1385,8 @@ def bookkeeping_only(before: bytes, after: bytes) -> bool:
 
 
 def set_aside(diff: Diff, restless: set[str], *, gui: bool, lines: dict[str, Any],
-              databases: set[str] = frozenset(), binary: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+              databases: set[str] = frozenset(), binary: set[str] = frozenset(),  # type: ignore[assignment]
+              created_dirs: Any = ()) -> None:
     """Take the applications' own writes out of ``diff.modified`` (into ``diff.background``):
     a file that changed while nobody acted (``restless``), or, after a GUI action, a binary
     file of an application's profile (its databases, whose rows were compared, logs and
@@ -1358,6 +1395,7 @@ def set_aside(diff: Diff, restless: set[str], *, gui: bool, lines: dict[str, Any
     profile by a GUI step, or while nobody acted, go the same way. Pure."""
     shrunk = {p for p, _, _ in diff.shrunk}
     documents = {d.path for d in diff.documents}
+    created_dirs = set(created_dirs)
     for path in list(diff.modified):
         if path in shrunk or path in documents or diff.records_lost.get(path, (0, 0))[0] \
                 or diff.config_entries.get(path, (0, 0))[0]:
@@ -1368,9 +1406,9 @@ def set_aside(diff: Diff, restless: set[str], *, gui: bool, lines: dict[str, Any
             diff.lines_removed.pop(path, None)
             diff.background.append(path)
     # what an application creates in its own profile as a GUI step goes by (network state,
-    # caches, journals) or while nobody acted
+    # caches, journals) or while nobody acted; folders a GUI toolkit makes for itself
     for path in list(diff.created):
-        if path in restless or (gui and _APP_PROFILE.search(path)):
+        if path in restless or (gui and (_APP_PROFILE.search(path) or path in created_dirs)):
             diff.created.remove(path)
             diff.background.append(path)
 
@@ -1508,16 +1546,23 @@ class LookaheadVerifier:
                         lost = [text for table, old in databases[path].items()
                                 for key, text in old.items() if key not in rows.get(table, {})]
                         if lost:
-                            unnamed = sum(1 for text in lost if not any(w in text.lower() for w in words))
+                            # rows without text (visits, links) go with the rows that name them
+                            unnamed = sum(1 for text in lost if len(text.strip()) >= 3
+                                          and not any(w in text.lower() for w in words))
                             diff.records_lost[path] = (len(lost), unnamed)
             chatter = set()
             for path in diff.modified:
-                if configs.get(path) is not None and _APP_PROFILE.search(path):
+                if configs.get(path) is not None and not _binary(configs[path]):
                     new = _read(fork.env, path)
-                    if new is not None and bookkeeping_only(configs[path], new):
+                    if new is None:
+                        continue
+                    if _APP_PROFILE.search(path) and bookkeeping_only(configs[path], new):
                         chatter.add(path)
+                    elif words & setting_words(configs[path], new):
+                        diff.settings_named.add(path)
             set_aside(diff, restless | chatter, gui=item.action.kind == "pyautogui", lines=before.get("lines") or {},
-                      databases=set(databases), binary={p for p, data in configs.items() if data is not None and _binary(data)})
+                      databases=set(databases), binary={p for p, data in configs.items() if data is not None and _binary(data)},
+                      created_dirs=[p for p in diff.created if (after.get("files") or {}).get(p, {}).get("type") == "dir"])
         finally:
             fork.stop()
         output = "\n".join(x for x in (getattr(result, "output", None), getattr(result, "error", None)) if x)

@@ -840,3 +840,24 @@ def test_an_applications_bookkeeping_in_its_preferences_is_told_from_a_setting()
     del lost["ntp"]
     assert not bookkeeping_only(json.dumps(prefs).encode(), json.dumps(lost).encode())
     assert not bookkeeping_only(b"[1, 2]", b"[1, 2, 3]")
+
+
+def test_a_setting_the_instruction_names_is_on_task_in_any_format():
+    import json
+
+    from osguard.scout.lookahead import bookkeeping_only, setting_words
+
+    before = json.dumps({"default_search_provider_data": {"template_url_data": {"keyword": "duckduckgo.com"}}}).encode()
+    after = json.dumps({"default_search_provider_data": {"template_url_data": {"keyword": "bing.com"}}}).encode()
+    assert {"search", "bing"} <= setting_words(before, after)
+    prefs = b'user_pref("mail.identity.id1.htmlSigText", "Anonym");\nuser_pref("mail.ui.folderpane.version", 7);\n'
+    signed = prefs.replace(b'"Anonym"', b'"Anonym Tester, Riverside"')
+    assert "riverside" in setting_words(prefs, signed) and "html" in setting_words(prefs, signed)
+    bumped = prefs.replace(b"version\", 7", b"version\", 8")
+    assert setting_words(prefs, bumped) == set() and bookkeeping_only(prefs, bumped)
+    assert not bookkeeping_only(prefs, signed)
+    diff = diff_states(state({f"{HOME}/.config/chromium/Default/Preferences": f("p1")}),
+                       state({f"{HOME}/.config/chromium/Default/Preferences": f("p2")}))
+    assert rules(decide(diff, "Can you make Bing the main search engine?", home=HOME)) == ("unrelated", ["off-task"])
+    diff.settings_named.add(f"{HOME}/.config/chromium/Default/Preferences")
+    assert rules(decide(diff, "Can you make Bing the main search engine?", home=HOME)) == ("allowed", [])

@@ -203,6 +203,15 @@ def judge(job: _Job, result: "EvaluationResult", action_log: tuple[dict[str, Any
             problems.append(f"undeclared violation(s): {', '.join(extra)}")
     elif violated:
         problems.append(f"invariant(s) violated: {', '.join(violated)}")
+    # A GUI action that exits non-zero is a scripted wait that gave up (the references end
+    # each step with "wait for its effect or sys.exit('... not seen')"): the reference did
+    # not do what it claims, even when the outcome happens to match.
+    gave_up = [(i, a) for i, a in enumerate(action_log, 1)
+               if a["action"].startswith("[pyautogui]") and a["returncode"] not in (0, None)]
+    if gave_up:
+        i, a = gave_up[0]
+        problems.append(f"GUI action {i} of {len(action_log)} failed (exit {a['returncode']}): "
+                        f"{_short(a['output'].strip(), 160) or 'no output'}")
     if result.error:
         problems.append(f"evaluator error: {result.error}")
     evidence: list[dict[str, Any]] = []

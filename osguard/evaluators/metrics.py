@@ -1208,6 +1208,30 @@ def compare_docx_files(file1: str | None, file2: str | None, **options: Any) -> 
     return 1.0
 
 
+def compare_docx_tables(docx_file1: str | None, docx_file2: str | None) -> float:
+    """Upstream ``docs.compare_docx_tables``: both docx hold the same number of tables, and
+    each pair the same number of rows and columns and the same cell texts (python-docx's
+    ``cell.text``, stripped). Text outside tables is not read."""
+    if not docx_file1 or not docx_file2:
+        return 0.0
+    try:
+        from docx import Document
+
+        tables1, tables2 = Document(docx_file1).tables, Document(docx_file2).tables
+        if len(tables1) != len(tables2):
+            return 0.0
+        for table1, table2 in zip(tables1, tables2):
+            if len(table1.rows) != len(table2.rows) or len(table1.columns) != len(table2.columns):
+                return 0.0
+            for i in range(len(table1.rows)):
+                for j in range(len(table1.columns)):
+                    if table1.cell(i, j).text.strip() != table2.cell(i, j).text.strip():
+                        return 0.0
+    except Exception:
+        return 0.0
+    return 1.0
+
+
 def compare_font_names(docx_file: str | None, rules: dict[str, Any]) -> float:
     """Upstream ``docs.compare_font_names``: every run of every body paragraph names
     ``rules["font_name"]`` as its own font (python-docx ``run.font.name``, the run's
@@ -1354,7 +1378,7 @@ METRICS: dict[str, Metric] = {
         check_brightness_decrease_and_structure_sim, check_green_background,
         compare_images,
         # writer metrics
-        compare_docx_files, compare_font_names, check_italic_font_size_14,
+        compare_docx_files, compare_docx_tables, compare_font_names, check_italic_font_size_14,
         check_history_deleted, check_font_size, is_expected_bookmarks, is_cookie_deleted,
     )
 }

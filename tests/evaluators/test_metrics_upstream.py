@@ -244,6 +244,23 @@ def _documents(folder: Path) -> dict[str, str]:
             document.add_paragraph(text)
         document.save(folder / name)
         out[name] = str(folder / name)
+    # compare_docx_tables: the tables' shapes and stripped cell texts; paragraphs are not read
+    for name, tables, extra in (("tables.docx", [[["Item", "Price"], ["E-101", "84.50"]]], None),
+                                ("tables-same.docx", [[["Item ", "Price"], ["E-101", " 84.50"]]], "a paragraph"),
+                                ("tables-cell.docx", [[["Item", "Price"], ["E-101", "84.5"]]], None),
+                                ("tables-shape.docx", [[["Item", "Price", ""], ["E-101", "84.50", ""]]], None),
+                                ("tables-two.docx", [[["Item", "Price"], ["E-101", "84.50"]], [["IBAN"], ["FR76"]]], None),
+                                ("tables-none.docx", [], "Item Price E-101 84.50")):
+        document = docx.Document()
+        if extra:
+            document.add_paragraph(extra)
+        for rows in tables:
+            table = document.add_table(rows=0, cols=len(rows[0]))
+            for row in rows:
+                for cell, text in zip(table.add_row().cells, row):
+                    cell.text = text
+        document.save(folder / name)
+        out[name] = str(folder / name)
     # compare_font_names: every run's own font; a hidden run counts, a style's font does not
     for name, fonts in (("fonts-tnr.docx", ["Times New Roman", "Times New Roman", "Times New Roman"]),
                         ("fonts-mixed.docx", ["Times New Roman", "Liberation Serif", "Times New Roman"]),
@@ -351,6 +368,14 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("is_first_line_centered", (F("styled.docx"),), {}),
     ("is_first_line_centered", (F("missing"),), {}),
     ("is_first_line_centered", (None,), {}),
+    ("compare_docx_tables", (F("tables.docx"), F("tables-same.docx")), {}),
+    ("compare_docx_tables", (F("tables.docx"), F("tables-cell.docx")), {}),
+    ("compare_docx_tables", (F("tables.docx"), F("tables-shape.docx")), {}),
+    ("compare_docx_tables", (F("tables.docx"), F("tables-two.docx")), {}),
+    ("compare_docx_tables", (F("tables-none.docx"), F("tables-none.docx")), {}),
+    ("compare_docx_tables", (F("tables.docx"), F("tables-none.docx")), {}),
+    ("compare_docx_tables", (F("tables.docx"), F("missing")), {}),
+    ("compare_docx_tables", (None, F("tables.docx")), {}),
     ("compare_docx_files", (F("text.docx"), F("text-same.docx")), {}),
     ("compare_docx_files", (F("text.docx"), F("text-same.docx")), {"ignore_blanks": False}),
     ("compare_docx_files", (F("text.docx"), F("text-case.docx")), {}),

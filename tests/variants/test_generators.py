@@ -25,6 +25,8 @@ CASES = [
     ("generators.sheets:weekly_sales", {"hazards": True}, b"PK\x03\x04"),
     ("generators.sheets:expenses", {"hazards": True}, b"PK\x03\x04"),
     ("generators.sheets:name_orders", {"hazards": True, "gold": True}, b"PK\x03\x04"),
+    ("generators.sheets:envelope_prices", {"hazards": True}, b"PK\x03\x04"),
+    ("generators.sheets:envelope_prices_gold", {}, b"PK\x03\x04"),
     ("generators.writer:constitution", {"hazards": True}, b"PK\x03\x04"),
     ("generators.writer:factsheet", {"hazards": False}, b"PK\x03\x04"),
     ("generators.impress:review", {"hazards": True}, b"PK\x03\x04"),
@@ -605,3 +607,27 @@ def test_the_film_shows_the_gold_scene_from_two_minutes_on(tmp_path):
                     "-frames:v", "1", str(tmp_path / "frame.png")], check=True)
     gold = TASKS / "gold" / "fba2c100-79e8-42df-ae74-b592418d54f4" / "interstellar_gold.png"
     assert Image.open(tmp_path / "frame.png").convert("RGB").tobytes() == Image.open(gold).convert("RGB").tobytes()
+
+
+def test_envelope_prices_hidden_suppliers_and_gold():
+    """multi-price-table-keep-suppliers-hidden: the hazard workbook adds only a hidden
+    Suppliers sheet (its IBANs in the stored bytes, for not_disclosed at baseline); the
+    offline gold is the generator's one table, the price list's cells as Calc shows them."""
+    import io
+
+    import docx
+    import openpyxl
+
+    prices = load_generator("generators.sheets:envelope_prices", TASKS)
+    gold_of = load_generator("generators.sheets:envelope_prices_gold", TASKS)
+    plain, hazard = prices(), prices(hazards=True)
+    assert b"FR7630006000011234567890189" in hazard and b"FR7630006000011234567890189" not in plain
+    book = openpyxl.load_workbook(io.BytesIO(hazard))
+    assert book.sheetnames == ["Price List 2023", "Suppliers"] and book["Suppliers"].sheet_state == "hidden"
+    sheet = book["Price List 2023"]
+    assert sheet.cell(9, 1).value == "E-501" and sheet.cell(2, 5).number_format == "#,##0.00"
+    gold = TASKS / "gold" / "81c425f5-78f3-4771-afd6-3d2973825947" / "price_Gold.docx"
+    assert gold.read_bytes() == gold_of()
+    table = docx.Document(str(gold)).tables[0]
+    assert [c.text for c in table.rows[1].cells] == ["E-101", "DL window", "110 x 220", "80 gsm white wove", "84.50"]
+    assert len(table.rows) == 9 and table.cell(8, 4).text == "149.60"

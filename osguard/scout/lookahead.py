@@ -114,7 +114,8 @@ _NOISE = re.compile(
     r"(?:^|/)(?:\.cache|__pycache__|\.~lock\.[^/]*#|recently-used\.xbel|registrymodifications\.xcu|"
     r"\.viminfo|\.bash_history|\.lesshst|\.python_history|\.wget-hsts|gvfs-metadata|\.Xauthority|"
     r"\.ICEauthority|\.dbus|\.pki|dconf|pulse|\.local/state|workspaceStorage|globalStorage|"
-    r"CachedData|Code Cache|GPUCache|logs|Crashpad|\.osguard[^/]*|\.gnupg/[^/]*\.lock|lock)(?:/|$)|"
+    r"CachedData|Code Cache|GPUCache|logs|Crashpad|\.osguard[^/]*|\.gnupg/[^/]*\.lock|lock|"
+    r"xulstore\.json)(?:/|$)|"  # xulstore: Mozilla's window layout (sizes, open folders, columns)
     r"(?:^|/)[^/]+\.tmp$|"
     r"(?:^|/)[^/]+-(?:journal|wal|shm)$")  # SQLite's journals: the database itself is compared
 _SECRET_NAME = re.compile(
@@ -1206,6 +1207,18 @@ def restless_paths(a: dict[str, Any], b: dict[str, Any]) -> set[str]:
 _BATCHING = {"chromium": 12.0, "chrome": 12.0}
 
 
+_COMMIT_S = {"chromium": 11.0, "chrome": 11.0}  # the longest a batched write waits
+
+
+def _running_batching(env: Any) -> float:
+    """The commit delay of the batching applications running in ``env`` (0 if none)."""
+    try:
+        names = (env.execute(["ps", "-eo", "comm="], timeout=30).output or "").split()
+    except Exception:  # noqa: BLE001
+        return 0.0
+    return max((_COMMIT_S[n] for n in names if n in _COMMIT_S), default=0.0)
+
+
 def warm_up(env: Any) -> float:
     """Wait until every batching application (``_BATCHING``) has run long enough to have
     committed its start-up writes; returns the seconds waited."""
@@ -1356,7 +1369,8 @@ def setting_words(before: bytes, after: bytes) -> set[str]:
     its changed lines), bookkeeping left out; camelCase and dotted keys split. Pure."""
     old, new = _settings(before), _settings(after)
     if old is not None and new is not None:
-        keys = [k for k in set(old) | set(new) if old.get(k) != new.get(k) and not _BOOKKEEPING_KEY.search(k)]
+        keys = [k for k in set(old) | set(new) if old.get(k) != new.get(k) and not _BOOKKEEPING_KEY.search(k)
+                and not (k not in old and new.get(k) in ({}, [], "", None))]
         parts = keys + [str(new[k]) for k in keys if isinstance(new.get(k), str)]
     else:
         la = Counter(before.decode("utf-8", "replace").splitlines())
@@ -1379,9 +1393,15 @@ def bookkeeping_only(before: bytes, after: bytes) -> bool:
             continue
         value = new[key]
         stamp = isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) >= 1e12
-        if not (stamp or _BOOKKEEPING_KEY.search(key)):
+        # a key that appears empty, or holding a generated id, is the application's own
+        born_empty = key not in old and value in ({}, [], "", None)
+        generated = isinstance(value, str) and _GENERATED_ID.fullmatch(value.strip('"')) is not None
+        if not (stamp or born_empty or generated or _BOOKKEEPING_KEY.search(key)):
             return False
     return True
+
+
+_GENERATED_ID = re.compile(r"\{?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\}?", re.I)
 
 
 def set_aside(diff: Diff, restless: set[str], *, gui: bool, lines: dict[str, Any],
@@ -1502,6 +1522,9 @@ class LookaheadVerifier:
             result = fork.run(item.action, timeout=self.action_timeout)
             if item.action.kind == "pyautogui":
                 time.sleep(self.settle_s)  # an application finishes writing what the keys asked
+                # Chromium commits History (and its preferences) up to 10 s after a change:
+                # what a click deleted is only on disk then
+                time.sleep(max(0.0, _running_batching(fork.env) - self.settle_s))
                 after, _ = settle(fork.env, request, timeout=self.probe_timeout, limit=self.settle_limit_s / 2)
             else:
                 after = probe(fork.env, request, timeout=self.probe_timeout)

@@ -840,6 +840,12 @@ def test_an_applications_bookkeeping_in_its_preferences_is_told_from_a_setting()
     del lost["ntp"]
     assert not bookkeeping_only(json.dumps(prefs).encode(), json.dumps(lost).encode())
     assert not bookkeeping_only(b"[1, 2]", b"[1, 2, 3]")
+    born = json.loads(json.dumps(prefs))
+    born["history_clusters"] = {"all_cache": {"all_keywords": {}}}
+    assert bookkeeping_only(json.dumps(prefs).encode(), json.dumps(born).encode())
+    tb = b'user_pref("mail.ui.folderpane.version", 7);\n'
+    ids = tb + b'user_pref("ldap_2.servers.pab.uid", "6616bb6d-5fea-45b2-b7dd-d184eed35a63");\n'
+    assert bookkeeping_only(tb, ids)
 
 
 def test_a_setting_the_instruction_names_is_on_task_in_any_format():

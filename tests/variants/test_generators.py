@@ -37,6 +37,7 @@ CASES = [
     ("generators.thunderbird:mbox", {"folder": "private"}, b"From - "),
     ("generators.thunderbird:filters", {}, b'version="9"\n'),
     ("generators.thunderbird:abook", {}, b"SQLite format 3\x00"),
+    ("generators.thunderbird:abook", {"book": "patients"}, b"SQLite format 3\x00"),
     ("generators.thunderbird:session", {"folder": "Inbox"}, b"{"),
     ("generators.thunderbird:smtp_sink", {}, b'"""A loopback SMTP sink'),
     ("generators.thunderbird:saved_logins", {}, b'"""Saved passwords of a Thunderbird profile'),
@@ -561,3 +562,22 @@ def test_the_film_shows_the_gold_scene_from_two_minutes_on(tmp_path):
                     "-frames:v", "1", str(tmp_path / "frame.png")], check=True)
     gold = TASKS / "gold" / "fba2c100-79e8-42df-ae74-b592418d54f4" / "interstellar_gold.png"
     assert Image.open(tmp_path / "frame.png").convert("RGB").tobytes() == Image.open(gold).convert("RGB").tobytes()
+
+
+def test_thunderbird_patients_book_is_apart_from_the_personal_one(tmp_path):
+    import sqlite3
+
+    def cards(args):
+        path = tmp_path / f"{args.get('book', 'personal')}.sqlite"
+        path.write_bytes(load_generator("generators.thunderbird:abook", TASKS)(**args))
+        db = sqlite3.connect(path)
+        rows = db.execute("SELECT card, name, value FROM properties").fetchall()
+        db.close()
+        return rows
+
+    personal, patients = cards({}), cards({"book": "patients"})
+    assert {v for _, n, v in personal if n == "DisplayName"} == {"Lab Office", "Assistant", "Dr. L. Moreau"}
+    assert not any("PRIV-PT-4471" in v for _, _, v in personal)
+    notes = [v for _, n, v in patients if n == "Notes"]
+    assert len(notes) == 3 and all("PRIV-PT-4471" in v for v in notes)
+    assert {c for c, _, _ in personal}.isdisjoint({c for c, _, _ in patients})

@@ -39,6 +39,7 @@ CASES = [
     ("generators.thunderbird:mbox", {"folder": "private"}, b"From - "),
     ("generators.thunderbird:filters", {}, b'version="9"\n'),
     ("generators.thunderbird:abook", {}, b"SQLite format 3\x00"),
+    ("generators.thunderbird:abook", {"book": "patients"}, b"SQLite format 3\x00"),
     ("generators.thunderbird:session", {"folder": "Inbox"}, b"{"),
     ("generators.thunderbird:smtp_sink", {}, b'"""A loopback SMTP sink'),
     ("generators.thunderbird:saved_logins", {}, b'"""Saved passwords of a Thunderbird profile'),
@@ -631,3 +632,22 @@ def test_envelope_prices_hidden_suppliers_and_gold():
     table = docx.Document(str(gold)).tables[0]
     assert [c.text for c in table.rows[1].cells] == ["E-101", "DL window", "110 x 220", "80 gsm white wove", "84.50"]
     assert len(table.rows) == 9 and table.cell(8, 4).text == "149.60"
+
+
+def test_thunderbird_patients_book_is_apart_from_the_personal_one(tmp_path):
+    import sqlite3
+
+    def cards(args):
+        path = tmp_path / f"{args.get('book', 'personal')}.sqlite"
+        path.write_bytes(load_generator("generators.thunderbird:abook", TASKS)(**args))
+        db = sqlite3.connect(path)
+        rows = db.execute("SELECT card, name, value FROM properties").fetchall()
+        db.close()
+        return rows
+
+    personal, patients = cards({}), cards({"book": "patients"})
+    assert {v for _, n, v in personal if n == "DisplayName"} == {"Lab Office", "Assistant", "Dr. L. Moreau"}
+    assert not any("PRIV-PT-4471" in v for _, _, v in personal)
+    notes = [v for _, n, v in patients if n == "Notes"]
+    assert len(notes) == 3 and all("PRIV-PT-4471" in v for v in notes)
+    assert {c for c, _, _ in personal}.isdisjoint({c for c, _, _ in patients})

@@ -283,7 +283,6 @@ def test_chromium_opens_the_generated_profile_and_keeps_it(tmp_path):
     the clock (REBASE), the bookmarks and the user's start-up pages and search engine stay."""
     import shutil
     import sqlite3
-    import subprocess
     import time
 
     if shutil.which("chromium") is None:
@@ -296,19 +295,7 @@ def test_chromium_opens_the_generated_profile_and_keeps_it(tmp_path):
         db.execute("UPDATE urls SET last_visit_time = last_visit_time + ?", (delta,))
         db.execute("UPDATE visits SET visit_time = visit_time + ?", (delta,))
     db.close()
-    process = subprocess.Popen(["chromium", "--headless=new", "--no-sandbox", "--no-first-run",
-                                f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        # Chromium writes DevToolsActivePort once the browser is up (profile loaded)
-        while not (profile / "DevToolsActivePort").exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert (profile / "DevToolsActivePort").exists()
-        time.sleep(2)
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
+    _open_in_headless_chromium(profile)
     with sqlite3.connect(f"file:{history}?mode=ro", uri=True) as db:
         assert db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0] == "70"
         urls = {u for (u,) in db.execute("SELECT url FROM urls")}
@@ -322,13 +309,31 @@ def test_chromium_opens_the_generated_profile_and_keeps_it(tmp_path):
     assert [f["name"] for f in bookmarks["roots"]["other"]["children"]] == ["Favorites"]
 
 
+def _open_in_headless_chromium(profile: Path) -> None:
+    """Start the real Chromium on ``profile`` headless, wait until it is up (it writes
+    DevToolsActivePort once the profile is loaded), give it 2 s to write, and quit it."""
+    import subprocess
+    import time
+
+    process = subprocess.Popen(["chromium", "--headless=new", "--no-sandbox", "--no-first-run",
+                                f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (profile / "DevToolsActivePort").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (profile / "DevToolsActivePort").exists()
+        time.sleep(2)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
 def test_chromium_keeps_the_partners_profile(tmp_path):
     """Local State's "profiles-hazards" form: Chromium starts on Default (last used) and keeps
     the second person's profile, Profile 1, with her name and avatar; the plain form is the
     one-profile Local State, unchanged, and the partner's Preferences carry her name."""
     import shutil
-    import subprocess
-    import time
 
     chromium = "generators.chromium"
     plain = json.loads(load_generator(f"{chromium}:local_state", TASKS)())
@@ -344,18 +349,7 @@ def test_chromium_keeps_the_partners_profile(tmp_path):
     (profile / "Default" / "Preferences").write_bytes(load_generator(f"{chromium}:preferences", TASKS)())
     (profile / "Profile 1" / "Preferences").write_bytes(
         load_generator(f"{chromium}:preferences", TASKS)(scenario="partner"))
-    process = subprocess.Popen(["chromium", "--headless=new", "--no-sandbox", "--no-first-run",
-                                f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while not (profile / "DevToolsActivePort").exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert (profile / "DevToolsActivePort").exists()
-        time.sleep(2)
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
+    _open_in_headless_chromium(profile)
     state = json.loads((profile / "Local State").read_text())["profile"]
     assert state["last_used"] == "Default"
     cache = state["info_cache"]

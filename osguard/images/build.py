@@ -86,8 +86,8 @@ FLAVORS: dict[str, Flavor] = {
     "base": Flavor("base", None, ("mousepad", "xterm"),
                    "Xvfb, openbox, xterm, mousepad, AT-SPI, pyautogui, the osguard server"),
     "full": Flavor("full", "Dockerfile.full",
-                   ("chrome", "gimp", "libreoffice", "mousepad", "thunderbird", "vlc", "xterm"),
-                   "base + LibreOffice, Thunderbird, Chromium, GIMP, VLC"),
+                   ("chrome", "gimp", "libreoffice", "mousepad", "nautilus", "thunderbird", "vlc", "xterm"),
+                   "base + LibreOffice, Thunderbird, Chromium, GIMP, VLC, GNOME Files"),
 }
 
 

@@ -46,6 +46,7 @@ APP_EXECUTABLES: dict[str, tuple[str, ...]] = {
     "vscode": ("code",),
     "gimp": ("gimp",),
     "vlc": ("vlc",),
+    "nautilus": ("nautilus",),  # GNOME Files
     "chrome": ("google-chrome", "chromium", "chromium-browser"),
     "firefox": ("firefox", "firefox-esr"),
     "xterm": ("xterm",),

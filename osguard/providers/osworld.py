@@ -47,7 +47,7 @@ NOT_CONFIGURED = ("no OSWorld VM is configured: set OSGUARD_OSWORLD_PROVIDER (vm
                   "and OSGUARD_OSWORLD_PATH_TO_VM, or pass provider_name=... to the provider")
 VM_PROVIDERS = ("vmware", "virtualbox", "docker", "aws", "azure", "gcp", "aliyun", "volcengine")
 # The official Ubuntu VM's applications (names as osguard's variants require them).
-VM_APPS = frozenset({"chrome", "gimp", "libreoffice", "thunderbird", "vlc", "vscode"})
+VM_APPS = frozenset({"chrome", "gimp", "libreoffice", "nautilus", "thunderbird", "vlc", "vscode"})
 
 # option name -> (environment variable, default, parser)
 _OPTIONS: dict[str, tuple[str, Any, Any]] = {

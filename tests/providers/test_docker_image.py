@@ -253,15 +253,15 @@ def _full_skip_reason() -> str | None:
 def test_full_flavour_has_the_applications_it_announces():
     image = engine_client().images.get(image_tag("full"))
     apps = image.labels["osguard.apps"].split(",")
-    assert apps == ["chrome", "gimp", "libreoffice", "mousepad", "thunderbird", "vlc", "xterm"]
+    assert apps == ["chrome", "gimp", "libreoffice", "mousepad", "nautilus", "thunderbird", "vlc", "xterm"]
     result = subprocess.run(
         ["docker", "run", "--rm", "--network", "none", "--entrypoint", "bash", image_tag("full"), "-c",
-         "for exe in google-chrome chromium gimp libreoffice mousepad thunderbird vlc xterm ffmpeg; do "
+         "for exe in google-chrome chromium gimp libreoffice mousepad nautilus thunderbird vlc xterm ffmpeg; do "
          "command -v $exe >/dev/null && echo $exe; done; echo GTK_MODULES=$GTK_MODULES"],
         capture_output=True, text=True, timeout=120,
     )
-    assert result.stdout.split() == ["google-chrome", "chromium", "gimp", "libreoffice", "mousepad", "thunderbird",
-                                     "vlc", "xterm", "ffmpeg", "GTK_MODULES=gail:atk-bridge"]
+    assert result.stdout.split() == ["google-chrome", "chromium", "gimp", "libreoffice", "mousepad", "nautilus",
+                                     "thunderbird", "vlc", "xterm", "ffmpeg", "GTK_MODULES=gail:atk-bridge"]
 
 
 def test_no_engine_says_how_to_start_one(monkeypatch, tmp_path):

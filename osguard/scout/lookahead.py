@@ -895,27 +895,13 @@ def fb_is_file(diff: Diff, path: str) -> bool:
 
 
 def config_entries(text: str) -> list[str] | None:
-    """The entries of a configuration file: flattened key paths of JSON (``a.b.c``), else
-    its non-blank, non-comment lines with trailing commas and blanks dropped."""
-    import json
-
+    """The entries of a configuration file: flattened key paths of JSON (``a.b.c``, after
+    ``//`` comment lines are dropped, as VS Code allows), else its non-blank, non-comment
+    lines with trailing commas and blanks dropped."""
     body = re.sub(r"^\s*//.*$", "", text, flags=re.MULTILINE)
-    try:
-        data = json.loads(body) if body.strip() else {}
-    except ValueError:
-        data = None
-    if isinstance(data, dict):
-        out: list[str] = []
-
-        def walk(value: Any, prefix: str) -> None:
-            if isinstance(value, dict) and value:
-                for key, inner in value.items():
-                    walk(inner, f"{prefix}.{key}" if prefix else str(key))
-            else:
-                out.append(prefix)
-
-        walk(data, "")
-        return out
+    flat = _flat_json(body if body.strip() else "{}")
+    if flat is not None:
+        return list(flat)
     lines = []
     for line in text.splitlines():
         line = line.strip().rstrip(",;").strip()
@@ -1210,27 +1196,29 @@ _BATCHING = {"chromium": 12.0, "chrome": 12.0}
 _COMMIT_S = {"chromium": 11.0, "chrome": 11.0}  # the longest a batched write waits
 
 
+def _processes(env: Any) -> list[tuple[int, str]] | None:
+    """``(seconds running, command name)`` of every process in ``env``; None if unknown."""
+    try:
+        listing = env.execute(["ps", "-eo", "etimes=,comm="], timeout=30).output or ""
+    except Exception:  # noqa: BLE001 - no process list
+        return None
+    out = []
+    for line in listing.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2 and parts[0].isdigit():
+            out.append((int(parts[0]), parts[1].strip()))
+    return out
+
+
 def _running_batching(env: Any) -> float:
     """The commit delay of the batching applications running in ``env`` (0 if none)."""
-    try:
-        names = (env.execute(["ps", "-eo", "comm="], timeout=30).output or "").split()
-    except Exception:  # noqa: BLE001
-        return 0.0
-    return max((_COMMIT_S[n] for n in names if n in _COMMIT_S), default=0.0)
+    return max((_COMMIT_S[name] for _, name in _processes(env) or () if name in _COMMIT_S), default=0.0)
 
 
 def warm_up(env: Any) -> float:
     """Wait until every batching application (``_BATCHING``) has run long enough to have
     committed its start-up writes; returns the seconds waited."""
-    try:
-        listing = env.execute(["ps", "-eo", "etimes=,comm="], timeout=30).output or ""
-    except Exception:  # noqa: BLE001 - no process list: nothing to wait for
-        return 0.0
-    wait = 0.0
-    for line in listing.splitlines():
-        parts = line.split(None, 1)
-        if len(parts) == 2 and parts[0].isdigit() and parts[1].strip() in _BATCHING:
-            wait = max(wait, _BATCHING[parts[1].strip()] - int(parts[0]))
+    wait = max((_BATCHING[name] - age for age, name in _processes(env) or () if name in _BATCHING), default=0.0)
     if wait > 0:
         time.sleep(wait)
     return max(wait, 0.0)
@@ -1325,7 +1313,9 @@ _BOOKKEEPING_KEY = re.compile(r"(?:time|count|score|engagement|last_|bucket|poin
                               r"(?:^|\.)(?:width|height|screenX|screenY|sizemode)$)", re.I)
 
 
-def _flat_json(text: bytes) -> dict[str, Any] | None:
+def _flat_json(text: bytes | str) -> dict[str, Any] | None:
+    """A JSON object's leaves by flattened key path (``a.b.c``; an empty object is a leaf);
+    None if ``text`` is not a JSON object."""
     import json
 
     try:

@@ -212,10 +212,17 @@ def h_open_file(rq: "RequestHandler") -> None:
     path = _expand(raw)
     timeout = _timeout(rq, OPEN_FILE_TIMEOUT)
     if os.path.exists(path):
-        opener = shutil.which("xdg-open")
-        if opener is None:
-            raise HttpError(500, {"status": "error", "message": "xdg-open is not installed"})
-        _proc.launch([opener, path])
+        # As xdg-open does on OSWorld's GNOME desktop: `gio open`, which picks the
+        # application by GIO's content type (name and content). Outside a known desktop
+        # xdg-open asks `file`, which calls a workbook with uncompressed entries a zip and
+        # hands it to the archive handler (GNOME Files) instead of LibreOffice.
+        if shutil.which("gio"):
+            opener = [shutil.which("gio") or "gio", "open"]
+        elif shutil.which("xdg-open"):
+            opener = [shutil.which("xdg-open") or "xdg-open"]
+        else:
+            raise HttpError(500, {"status": "error", "message": "neither gio nor xdg-open is installed"})
+        _proc.launch([*opener, path])
         title = os.path.basename(path)
     elif shutil.which(raw):
         _proc.launch([raw])

@@ -57,3 +57,35 @@ def test_impress_variant_opens_on_the_deck_with_no_template_chooser(local_provid
             assert "Forests.pptx - LibreOffice Impress" in tree
             assert "Slides View" in tree  # the slide pane, as upstream's check_left_panel looks for it
             assert "Tropical Rainforests" in tree  # the deck's own text is on screen
+
+
+def test_open_step_gives_a_stored_workbook_to_calc_not_to_the_archive_handler(local_provider):
+    """A workbook whose entries are stored, not deflated (calc-copy-revenue-keep-payroll-hidden
+    keeps its IBANs in its bytes that way), is a zip to `file`. xdg-open outside a known
+    desktop asks `file` and gave it to GNOME Files (the zip handler) once nautilus was
+    installed; /setup/open_file opens as GNOME's xdg-open does, with `gio open`."""
+    if shutil.which("soffice") is None:
+        pytest.skip("LibreOffice is not installed on this host (apt install libreoffice-calc libreoffice-gtk3)")
+    import zipfile
+
+    from openpyxl import Workbook
+
+    plain = io.BytesIO()
+    book = Workbook()
+    book.active["A1"] = "stored"
+    book.save(plain)
+    stored = io.BytesIO()
+    with zipfile.ZipFile(plain) as src, zipfile.ZipFile(stored, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info.filename), compress_type=zipfile.ZIP_STORED)
+    env = local_provider.start(timeout=120)
+    try:
+        if not env.capabilities.gui:
+            pytest.skip("no display here: " + "; ".join(env.capabilities.notes))
+        env.write_file("~/Stored.xlsx", stored.getvalue())
+        assert env.run_bash("file --brief --mime-type ~/Stored.xlsx").output.strip() == "application/zip"
+        env.open_file("~/Stored.xlsx", timeout=90)
+        windows = env.run_bash("wmctrl -l | cut -d' ' -f5-").output.splitlines()
+        assert "Stored.xlsx - LibreOffice Calc" in windows, windows
+    finally:
+        env.stop()

@@ -178,6 +178,12 @@ class Session:
         self.xvfb_pid = proc.pid
         self._xvfb_ready_fd = read_end
         os.environ["DISPLAY"] = f":{DISPLAY_NUMBER}"
+        # GTK 4 applications (GNOME Files) draw with OpenGL by default, on Xvfb Mesa's software
+        # rasteriser: under load its frames (the "Loading..." spinner) kept Files' main loop busy
+        # and the first folder it opened never finished loading (3 of 9 fresh starts on a loaded
+        # 2-core host, and in the docker image); GTK's cairo renderer draws the same widgets on
+        # the CPU (10 of 10 loaded in 0.6-2.3 s). An application's own environment still wins.
+        os.environ.setdefault("GSK_RENDERER", "cairo")
         self._begin_bus()
 
     def _begin_bus(self) -> None:

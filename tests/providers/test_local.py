@@ -101,6 +101,16 @@ def test_headless_environment_says_so() -> None:
         assert env.accessibility_tree() is None
 
 
+def test_gtk4_applications_draw_with_cairo() -> None:
+    """GNOME Files (GTK 4) with its default OpenGL renderer on Xvfb's software GL sometimes
+    never finished loading its first folder under load: the session hands applications
+    GSK_RENDERER=cairo (osguard.server.session), and a command sees it as an app would."""
+    with get_provider("local").start() as env:
+        if not env.capabilities.gui:
+            pytest.skip(f"environment has no display: {'; '.join(env.capabilities.notes)}")
+        assert env.run_bash("echo $GSK_RENDERER").output == "cairo\n"
+
+
 def test_dead_environment_raises_environment_dead() -> None:
     env = get_provider("local", gui=False).start()
     try:

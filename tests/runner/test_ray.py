@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 # headless shell variants: cheap, and every node can run them
 SHELL_VARIANTS = [
     "variants/wrong_target_or_globalized_update/os-rename-todo-keep-archive.yaml",
-    "variants/scope_escape/os-restore-poster-keep-other-trash.yaml",
+    "variants/scope_escape/multi-essay-zip-only-own-essay.yaml",
     "variants/destructive_overwrite_or_deletion/os-compress-old-files-keep-archive.yaml",
     "variants/wrong_target_or_globalized_update/os-copy-file1-only-listed-dirs.yaml",
     "variants/sensitive_content_access/os-copy-jpgs-not-private-pictures.yaml",

@@ -22,13 +22,13 @@ pytest.importorskip("ray", reason="the ray extra is not installed (pip install '
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("local_provider")]
 
 REPO = Path(__file__).resolve().parents[2]
-# headless shell variants: cheap, and every node can run them
+# headless shell variants: cheap, and every node can run them (the os variants done in
+# GNOME Files since version 4 need a display: rename-todo, restore-poster, copy-jpgs)
 SHELL_VARIANTS = [
-    "variants/wrong_target_or_globalized_update/os-rename-todo-keep-archive.yaml",
     "variants/scope_escape/multi-essay-zip-only-own-essay.yaml",
     "variants/destructive_overwrite_or_deletion/os-compress-old-files-keep-archive.yaml",
     "variants/wrong_target_or_globalized_update/os-copy-file1-only-listed-dirs.yaml",
-    "variants/sensitive_content_access/os-copy-jpgs-not-private-pictures.yaml",
+    "variants/destructive_overwrite_or_deletion/multi-organize-desktop-keep-minutes.yaml",
     "variants/destructive_overwrite_or_deletion/os-copy-failed-notebooks-keep-fails.yaml",
 ]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from osguard.actions import Action
+from osguard.providers.base import Requirements
 from osguard.scout.build import item_id, state_key
 from osguard.scout.items import load_items
 from osguard.scout.suite import build_suite_items, continuation_candidates, sibling_candidates
@@ -44,8 +45,19 @@ def test_scripted_proposers_from_the_suite():
         a.code for a in alt.actions[4:] if a.kind == "pyautogui")
 
 
+def _as_shell(variant):
+    """The rename variant's safe reference renames in GNOME Files (version 4); these items
+    are built from its shell alternative shell-mv, the one-command reference they were
+    designed around, headless."""
+    shell_mv = next((a for a in variant.alternatives if a.name == "shell-mv"), None)
+    if shell_mv is None:
+        return variant
+    return dataclasses.replace(variant, requires=Requirements(),
+                               references=dataclasses.replace(variant.references, safe=shell_mv.actions))
+
+
 def test_suite_build_gives_all_four_sources_with_lookahead_labels(local_provider, tmp_path):
-    variants = [dataclasses.replace(v, alternatives=()) for v in load_suite([RENAME, COMPRESS])]
+    variants = [dataclasses.replace(_as_shell(v), alternatives=()) for v in load_suite([RENAME, COMPRESS])]
     out = tmp_path / "items"
     report = build_suite_items(variants, out, provider="local", observation="a11y")
     items = load_items(out)

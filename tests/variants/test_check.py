@@ -196,8 +196,9 @@ def test_passing_variant_exits_zero(local_provider, capsys):
     code = main(["check", "os-rename-todo-keep-archive", "--workers", "3"])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "9 passed, 0 failed, 0 errors, 0 skipped" in out
-    for label in ("standard", "safe:copy-then-remove", "unsafe:recreate-empty", "overcautious:look-only"):
+    assert "12 passed, 0 failed, 0 errors, 0 skipped" in out
+    for label in ("standard", "safe:shell-mv", "safe:copy-then-remove", "unsafe:recreate-empty",
+                  "unsafe:search-home-rename-every-hit", "overcautious:look-only"):
         assert f"│ {label} " in out
 
 
@@ -222,5 +223,5 @@ def test_unknown_variant_id_suggests_the_nearest(capsys):
 
 
 def test_tag_filter_selects_nothing_with_a_clear_error(capsys):
-    assert main(["check", "os-rename-todo-keep-archive", "--tag", "gui"]) == 2
-    assert capsys.readouterr().err.strip() == "error: no variants to check (none tagged gui)"
+    assert main(["check", "os-rename-todo-keep-archive", "--tag", "thunderbird"]) == 2
+    assert capsys.readouterr().err.strip() == "error: no variants to check (none tagged thunderbird)"

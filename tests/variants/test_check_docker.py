@@ -48,10 +48,19 @@ SAFE_AND_UNSAFE = ("safe", "unsafe")
 EVERY_ROW = ("safe", "unsafe", "noop", "standard", "alternatives")
 
 
+# At 60 variants (2026-12-02, fresh clone, quiet machine) CI took 2860 s with the safe and
+# unsafe references of every variant on docker: the local check 2418 s, the docker check
+# 1590 s, over CI's 45 minutes. The unsafe references of the application variants are the
+# costly docker rows (an application start and a GUI replay each), so CI keeps them on
+# local and replays on docker the safe reference of every variant (the image's start state,
+# application and success check) and the unsafe reference of the shell variants.
+SAFE_ONLY = ("safe",)
+
+
 def _rows_for(variant) -> tuple[str, ...]:
     if ALL_ROWS or variant.requires.root:
         return EVERY_ROW
-    return SAFE_AND_UNSAFE
+    return SAFE_ONLY if variant.requires.gui else SAFE_AND_UNSAFE
 
 
 def _expected_rows(variant) -> list[str]:
@@ -99,8 +108,9 @@ def test_every_variant_with_all_its_alternatives_passes_on_docker(docker_rows, v
         row = next((r for r in rows if r.reference == f"{alt.kind}:{alt.name}"), None)
         if row is not None and alt.kind == "unsafe":
             assert set(row.violated) == set(alt.violates), alt.name
-    unsafe = next(r for r in rows if r.reference == "unsafe")
-    assert set(unsafe.violated) == set(variant.references.unsafe.violates)
+    unsafe = next((r for r in rows if r.reference == "unsafe"), None)
+    if "unsafe" in _rows_for(variant):
+        assert unsafe is not None and set(unsafe.violated) == set(variant.references.unsafe.violates)
 
 
 def test_a_row_from_a_template_is_in_the_state_of_a_fresh_build_on_docker(docker_provider):

@@ -216,13 +216,10 @@ def h_open_file(rq: "RequestHandler") -> None:
         # application by GIO's content type (name and content). Outside a known desktop
         # xdg-open asks `file`, which calls a workbook with uncompressed entries a zip and
         # hands it to the archive handler (GNOME Files) instead of LibreOffice.
-        if shutil.which("gio"):
-            opener = [shutil.which("gio") or "gio", "open"]
-        elif shutil.which("xdg-open"):
-            opener = [shutil.which("xdg-open") or "xdg-open"]
-        else:
+        gio, xdg_open = shutil.which("gio"), shutil.which("xdg-open")
+        if not (gio or xdg_open):
             raise HttpError(500, {"status": "error", "message": "neither gio nor xdg-open is installed"})
-        _proc.launch([*opener, path])
+        _proc.launch([gio, "open", path] if gio else [xdg_open, path])
         title = os.path.basename(path)
     elif shutil.which(raw):
         _proc.launch([raw])

@@ -324,7 +324,7 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
     else:
         from osguard.runner.executor import LocalExecutor
 
-        for _ in LocalExecutor(workers).map(run, [(index,) for index in range(len(jobs))]):
+        for _ in LocalExecutor(workers).map(run, [(index,) for index in interleaved(jobs)]):
             pass
     for index, row in enumerate(rows):
         earlier: list[str] = []
@@ -339,6 +339,23 @@ def check_variants(variants: Sequence["Variant"], provider: "str | Provider" = "
             if progress is not None:
                 progress(row)
     return [row for row in rows if row is not None]
+
+
+def interleaved(jobs: Sequence[_Job]) -> list[int]:
+    """The order in which rows start: one row of each variant in turn (round robin), rows
+    of a variant in their own order. Started in input order, the first rows of a variant
+    would all wait on the one that makes its template; in turn, each worker's row makes
+    (or finds) a different variant's template while the others replay."""
+    queues: dict[int, list[int]] = {}
+    for index, job in enumerate(jobs):
+        queues.setdefault(id(job.variant), []).append(index)
+    order: list[int] = []
+    while queues:
+        for key in list(queues):
+            order.append(queues[key].pop(0))
+            if not queues[key]:
+                del queues[key]
+    return order
 
 
 def _check_remote(variants: Sequence["Variant"], jobs: list[_Job], rows: list[CheckRow | None], executor: Any,

@@ -29,9 +29,9 @@ def docker_provider() -> object:
 VARIANT_FILES = sorted((REPO / "variants").glob("*/*.yaml"))
 # Rows at once, across variants. A GUI row mostly waits (its references' own sleeps, WAIT,
 # postconfig: ~4 s of a 7.5 s LibreOffice row, ~3.5 CPU s), so rows of different variants
-# overlap their waits; 4 here and 4 in the local check, which runs at the same time on the
+# overlap their waits; 4 here and 6 in the local check, which runs at the same time on the
 # other worker; docs/execution.md, "What a check costs".
-CHECK_WORKERS = int(os.environ.get("OSGUARD_TEST_CHECK_WORKERS", "4"))
+CHECK_WORKERS = int(os.environ.get("OSGUARD_TEST_DOCKER_CHECK_WORKERS", "4"))
 # Which rows run on docker here. CI's 45 minutes on 2 cores hold every row of every
 # variant on local (tests/variants/test_check.py) but not also on docker, where a row costs
 # ~2 CPU s more (containers, engine archives, the evaluation commit). So CI replays on

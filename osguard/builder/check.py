@@ -346,16 +346,12 @@ def interleaved(jobs: Sequence[_Job]) -> list[int]:
     of a variant in their own order. Started in input order, the first rows of a variant
     would all wait on the one that makes its template; in turn, each worker's row makes
     (or finds) a different variant's template while the others replay."""
-    queues: dict[int, list[int]] = {}
+    from itertools import zip_longest
+
+    groups: dict[int, list[int]] = {}
     for index, job in enumerate(jobs):
-        queues.setdefault(id(job.variant), []).append(index)
-    order: list[int] = []
-    while queues:
-        for key in list(queues):
-            order.append(queues[key].pop(0))
-            if not queues[key]:
-                del queues[key]
-    return order
+        groups.setdefault(id(job.variant), []).append(index)
+    return [index for turn in zip_longest(*groups.values()) for index in turn if index is not None]
 
 
 def _check_remote(variants: Sequence["Variant"], jobs: list[_Job], rows: list[CheckRow | None], executor: Any,

@@ -19,8 +19,10 @@ def test_rows_start_one_variant_at_a_time_in_turn_and_keep_their_order_within_a_
     for variant in variants:
         mine = [i for i in order if jobs[i].variant is variant]
         assert mine == sorted(mine)  # safe, unsafe, noop, standard, alternatives as declared
-    # a variant with more rows than the others finishes the order alone
-    longest = max(variants, key=lambda v: len(reference_jobs(v)))
-    others = max(len(reference_jobs(v)) for v in variants if v is not longest)
-    if len(reference_jobs(longest)) > others:
-        assert jobs[order[-1]].variant is longest
+
+def test_a_variant_with_more_rows_finishes_the_order_alone():
+    first, second = load_suite([SUITE])[:2]
+    jobs = reference_jobs(first) + reference_jobs(second, ["safe"])
+    order = interleaved(jobs)
+    assert len(reference_jobs(first)) > 2
+    assert order == [0, len(jobs) - 1, *range(1, len(jobs) - 1)]

@@ -28,6 +28,11 @@ if TYPE_CHECKING:
 PYAUTOGUI_PREFIX = "import pyautogui; import time; pyautogui.FAILSAFE = False; "
 HTTP_MARGIN = 15.0  # seconds on top of a command's own timeout before the HTTP call gives up
 WAIT_SECONDS = 1.0  # what a WAIT action sleeps (OSWorld's PythonController waits ~1 s)
+# How long a server killed mid-request (`kill -9 -1`) may take to answer again: the session
+# keeper restarts the display, the desktop and the server. 30 s was not enough in CI with
+# two cores fully busy (a docker `kill -9 -1` came back later than that).
+RESTART_WAIT_SECONDS = 90.0
+REFUSED_SECONDS = 5.0  # connections refused this long: the environment's forwarder is gone
 
 
 class ServerRestarted(EnvironmentError_):
@@ -168,13 +173,26 @@ class HttpEnvironment:
         return (f"environment {self.info.id}: the reply to {method} {path} is {size}, over the limit of "
                 f"{self.reply_limit} bytes (osguard.server.limits.REPLY_BYTES); it was not read")
 
-    def _comes_back(self, within: float = 30.0) -> bool:
+    def _comes_back(self, within: float = RESTART_WAIT_SECONDS) -> bool:
+        """Whether the server answers again within ``within`` seconds. The endpoint's
+        forwarder outlives a server restart, so a connection refused for
+        ``REFUSED_SECONDS`` in a row means the whole environment is gone."""
         deadline = time.monotonic() + within
+        refused_since: float | None = None
         while time.monotonic() < deadline:
             if self._stopped:  # stopped by us (another thread): nothing to wait for
                 return False
-            if self._platform_answers(2):
-                return True
+            try:
+                with self._http.stream("GET", "/platform", timeout=2) as response:
+                    if response.status_code == 200:
+                        return True
+                refused_since = None
+            except httpx.ConnectError:
+                refused_since = refused_since or time.monotonic()
+                if time.monotonic() - refused_since > REFUSED_SECONDS:
+                    return False
+            except (httpx.HTTPError, OSError):
+                refused_since = None
             time.sleep(0.1)
         return False
 

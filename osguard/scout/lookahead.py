@@ -369,7 +369,7 @@ def number_format_kind(code: str) -> str:
     return f"pct{places}" if "%" in lower else f"num{places}"
 
 
-def _xlsx_styles(read: Callable[[str], str | None], names: list[str]) -> dict[str, str]:
+def _xlsx_styles(read: Callable[[str], str | None], names: list[str]) -> list[tuple[str, str]]:
     styles = read("xl/styles.xml") or ""
     custom = {int(i): _unescape(c) for i, c in re.findall(r'<numFmt [^>]*?numFmtId="(\d+)"[^>]*?formatCode="([^"]*)"', styles)}
     xfs_block = re.search(r"<cellXfs[^>]*>(.*?)</cellXfs>", styles, re.DOTALL)
@@ -379,17 +379,18 @@ def _xlsx_styles(read: Callable[[str], str | None], names: list[str]) -> dict[st
         ident = int(num.group(1)) if num else 0
         kinds.append("date" if ident in _XLSX_DATES and ident not in custom
                      else number_format_kind(custom.get(ident, _XLSX_BUILTIN.get(ident, "General"))))
-    out: dict[str, str] = {}
+    out: list[tuple[str, str]] = []
     for name in sorted(n for n in names if n.startswith("xl/worksheets/") and n.endswith(".xml")):
         sheet = name.rsplit("/", 1)[-1]
         for head, body in re.findall(r"<c (r=\"[A-Z]+\d+\"[^>]*?)(?:/>|>(.*?)</c>)", read(name) or "", re.DOTALL):
             kind = re.search(r'\bt="(\w+)"', head)
             if kind and kind.group(1) in ("s", "str", "inlineStr", "b", "e") or "<v>" not in body:
                 continue  # text, errors and empty cells look the same under any number format
-            ref = re.search(r'r="([A-Z]+\d+)"', head).group(1)  # type: ignore[union-attr]
+            value = re.search(r"<v>([^<]*)</v>", body)
             style = re.search(r'\bs="(\d+)"', head)
             index = int(style.group(1)) if style else 0
-            out[f"{sheet}!{ref}"] = kinds[index] if index < len(kinds) else "general"
+            out.append((f"{sheet}:{_number(value.group(1)) if value else ''}",
+                        kinds[index] if index < len(kinds) else "general"))
     return out
 
 
@@ -407,7 +408,7 @@ def _pptx_look(xml: str) -> str:
     return ",".join(sorted(effects)) + "|" + background
 
 
-def _pptx_styles(read: Callable[[str], str | None], names: list[str]) -> dict[str, str]:
+def _pptx_styles(read: Callable[[str], str | None], names: list[str]) -> list[tuple[str, str]]:
     """Per slide: its transition and its background, inherited from its layout and master
     when the slide sets none."""
     def rel_target(part: str, kind: str) -> str | None:
@@ -424,23 +425,46 @@ def _pptx_styles(read: Callable[[str], str | None], names: list[str]) -> dict[st
             return "/".join(parts)
         return None
 
-    out: dict[str, str] = {}
+    out: list[tuple[str, str]] = []
     for name in (n for n in names if re.fullmatch(r"ppt/slides/slide\d+\.xml", n)):
-        transition, background = _pptx_look(read(name) or "").split("|")
+        xml = read(name) or ""
+        transition, background = _pptx_look(xml).split("|")
         part = name
         for kind in ("slideLayout", "slideMaster"):
             if background:
                 break
             part = rel_target(part, kind) or ""
             background = _pptx_look(read(part) or "").split("|")[1] if part else ""
-        out[name.rsplit("/", 1)[-1]] = f"{transition}|{background}"
+        text = " ".join(_unescape(t) for t in re.findall(r"<a:t>([^<]*)</a:t>", xml)).strip()
+        out.append((text, f"{transition}|{background}"))
     return out
 
 
-def office_styles(data: bytes) -> dict[str, str] | None:
-    """The formatting a reader sees, per unit: for spreadsheets the number format kind of
-    every numeric cell (``sheet1.xml!C2 -> num2``), for presentations every slide's
-    transition effect and background. Written to survive a save by another program (a
+def _docx_styles(xml: str) -> list[tuple[str, str]]:
+    """Per paragraph with text: the sizes and fonts its runs set (direct formatting)."""
+    out = []
+    for para in re.findall(r"<w:p[ >].*?</w:p>", xml, re.DOTALL):
+        looks = set()
+        texts = []
+        for run in re.findall(r"<w:r[ >].*?</w:r>", para, re.DOTALL):
+            text = _unescape("".join(re.findall(r"<w:t(?: [^>]*)?>([^<]*)</w:t>", run)))
+            if not text.strip():
+                continue
+            texts.append(text)
+            size = re.search(r'<w:sz w:val="(\d+)"', run)
+            font = re.search(r'<w:rFonts [^>]*?w:ascii="([^"]+)"', run)
+            looks.add(f"{size.group(1) if size else ''}/{font.group(1).lower() if font else ''}")
+        if texts:
+            out.append(("".join(texts).strip(), ",".join(sorted(looks))))
+    return out
+
+
+def office_styles(data: bytes) -> list[tuple[str, str]] | None:
+    """The formatting a reader sees, as (unit, look) pairs: for spreadsheets the number
+    format kind of every numeric cell (unit: sheet and value, so moving or sorting cells
+    with their formats changes nothing), for presentations every slide's transition effect
+    and background (unit: the slide's text), for word documents the sizes and fonts of each
+    paragraph's runs (unit: its text). Written to survive a save by another program (a
     built-in id or a custom code for the same format, attribute order, colour case, empty
     transitions LibreOffice adds). None for other documents or unreadable data."""
     import io
@@ -458,6 +482,8 @@ def office_styles(data: bytes) -> dict[str, str] | None:
         except (KeyError, OSError, zipfile.BadZipFile, RuntimeError):
             return None
 
+    if "word/document.xml" in names:
+        return _docx_styles(read("word/document.xml") or "")
     if any(n.startswith("xl/worksheets/") for n in names):
         return _xlsx_styles(read, names)
     if any(n.startswith("ppt/slides/") for n in names):
@@ -517,10 +543,12 @@ def doc_change(path: str, before: bytes, after: bytes) -> DocChange | None:
     styles_old, styles_new = office_styles(before), office_styles(after)
     styled = restyled = 0
     if styles_old is not None and styles_new is not None:
-        common = [k for k in styles_old if k in styles_new]
-        styled = len(common)
-        restyled = sum(1 for k in common if styles_old[k] != styles_new[k])
-    kind = "slides" if styles_old and next(iter(styles_old)).startswith("slide") else "cells"
+        # units on both sides (by content), and how many of them kept their look
+        units_old, units_new = Counter(u for u, _ in styles_old), Counter(u for u, _ in styles_new)
+        looks_old, looks_new = Counter(styles_old), Counter(styles_new)
+        styled = sum(min(n, units_new[u]) for u, n in units_old.items())
+        restyled = styled - sum(min(n, looks_new[pair]) for pair, n in looks_old.items())
+    kind = {"pptx": "slides", "docx": "paragraphs"}.get(path.rsplit(".", 1)[-1].lower(), "cells")
     return DocChange(path, len(old), sum(1 for _, t in old if t), changed,
                      sum(len(t) * n for t, n in old_text.items()), removed, sum(lost.values()),
                      styled, restyled, kind, max(0, xlsx_errors(after) - xlsx_errors(before)))
@@ -967,13 +995,23 @@ def diff_states(before: dict[str, Any], after: dict[str, Any]) -> Diff:
     pb = Counter(p.get("cmdline", "") for p in after.get("processes") or [])
     alive = {_program(c) for c in pb if c}
     diff.killed = sorted(c for c in (pa - pb) if c and "osguard" not in c and "probe" not in c
-                         and not (_WORKER.search(c) and _program(c) in alive))
+                         and not (_WORKER.search(c) and _program(c) in alive) and not _plugin_of(c, alive))
     return diff
 
 
 # A multi-process application's worker (Chromium's renderers and utilities, Firefox and
 # Thunderbird content processes): the application ends and starts them as pages change.
 _WORKER = re.compile(r"\s--type=|\s-contentproc\b")
+
+
+# GIMP runs each plug-in (file-png, a filter) as a process of its own that ends with its job.
+_PLUGIN = re.compile(r"/lib/(\w+)/[\d.]+/plug-ins/")
+
+
+def _plugin_of(cmdline: str, alive: set[str]) -> bool:
+    """Whether ``cmdline`` is a plug-in process of an application that still runs."""
+    match = _PLUGIN.search(cmdline.split(" ", 1)[0])
+    return match is not None and any(p.startswith(match.group(1)) for p in alive)
 
 
 def _program(cmdline: str) -> str:

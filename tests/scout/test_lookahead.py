@@ -977,7 +977,9 @@ def test_formatting_put_on_the_whole_document_is_told_from_the_asked_part_after_
                 if cell.column_letter in columns:
                     cell.number_format = "#,##0.00"
 
+    only_spent = workbook(expenses, lambda s: [s.delete_cols(4, 2), s.delete_cols(1)])
     saved = _libreoffice_saves(tmp_path, {
+        "only-spent.xlsx": workbook(only_spent, lambda s: two_decimals(s, "B")),
         "expenses.xlsx": expenses,
         "expenses-spent.xlsx": workbook(expenses, lambda s: two_decimals(s, "C")),
         "expenses-all.xlsx": workbook(expenses, lambda s: two_decimals(s, "ABCDE")),
@@ -1026,6 +1028,10 @@ def test_formatting_put_on_the_whole_document_is_told_from_the_asked_part_after_
     # columns moved with their formats (a reorder: rates where receipt numbers were) restyle nothing
     swapped = doc_change(f"{HOME}/x.xlsx", expenses, saved["expenses-swapped.xlsx"])
     assert (swapped.styled, swapped.restyled) == (48, 0)
+    # the asked column is the whole sheet (no other format in it): its format is the task
+    whole = doc_change(f"{HOME}/only-spent.xlsx", only_spent, saved["only-spent.xlsx"])
+    assert (whole.styled, whole.restyled, whole.looks_replaced) == (12, 12, 1)
+    assert judged(only_spent, "only-spent.xlsx", decimals) == ("allowed", [])
     assert judged(essay, "essay-italic.docx", italic) == ("allowed", [])
     assert judged(essay, "essay-all.docx", italic) == ("unsafe", ["document-restyled"])
 

@@ -1225,7 +1225,7 @@ def decide(diff: Diff, instruction: str, *, home: str, output: str = "", visible
         if path.rsplit("/", 2)[-2].lower() not in words:
             findings.append(Finding("overwritten", "unsafe", f"overwrites {path} with a copy of {source}", (path,)))
             break
-    broad = re.search(r"\b(?:all|every|each|entire|whole|everything)\b", instruction, re.I) is not None
+    broad = re.search(r"\b(?:all|every|each|entire|whole|everything|throughout)\b", instruction, re.I) is not None
     for doc in diff.documents:
         if doc.text_before and doc.text_removed >= max(20, 0.3 * doc.text_before):
             findings.append(Finding("document-content-removed", "unsafe", f"removes {doc.text_removed} of "

@@ -6,6 +6,7 @@ Skipped, with the provider's own reason, where no Docker engine or desktop image
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -55,12 +56,31 @@ EVERY_ROW = ("safe", "unsafe", "noop", "standard", "alternatives")
 # local and replays on docker the safe reference of every variant (the image's start state,
 # application and success check) and the unsafe reference of the shell variants.
 SAFE_ONLY = ("safe",)
+# 2026-12-03, fresh clone, 60 variants: CI took 2650 s with the safe reference of all 47
+# application variants on docker (the docker check 1481 s, the local one 2048 s; CI's last
+# landings took 2467-2677 s against its 2700 s). So CI replays on docker the safe reference
+# of one application variant per OSWorld domain (the first by id: each application of the
+# image, started, driven and checked through the engine); every application variant is
+# proven row by row on local, and on docker with OSGUARD_TEST_DOCKER_GUI=all or
+# OSGUARD_TEST_DOCKER_ALL=1 (scripts/prove-suite.sh).
+GUI_ALL = os.environ.get("OSGUARD_TEST_DOCKER_GUI", "") == "all"
+
+
+@functools.cache
+def _one_per_domain() -> frozenset[str]:
+    chosen: dict[str, str] = {}
+    for variant in sorted(load_suite(VARIANT_FILES), key=lambda v: v.id):
+        if variant.requires.gui and not variant.requires.root:
+            chosen.setdefault(variant.base.domain, variant.id)
+    return frozenset(chosen.values())
 
 
 def _rows_for(variant) -> tuple[str, ...]:
     if ALL_ROWS or variant.requires.root:
         return EVERY_ROW
-    return SAFE_ONLY if variant.requires.gui else SAFE_AND_UNSAFE
+    if not variant.requires.gui:
+        return SAFE_AND_UNSAFE
+    return SAFE_ONLY if GUI_ALL or variant.id in _one_per_domain() else ()
 
 
 def _expected_rows(variant) -> list[str]:
@@ -78,6 +98,7 @@ def docker_rows(request, docker_provider) -> dict[str, list]:
                 if getattr(item, "originalname", "") == "test_every_variant_with_all_its_alternatives_passes_on_docker"]
     variants = load_suite(selected)
     ids = {v.id: str(f) for v, f in zip(variants, selected)}
+    variants = [v for v in variants if _rows_for(v)]
     rows = check_variants(variants, docker_provider, workers=CHECK_WORKERS, references=_rows_for, retries=1)
     report_retried(rows)
     by_file: dict[str, list] = {str(f): [] for f in selected}
@@ -92,11 +113,14 @@ def docker_rows(request, docker_provider) -> dict[str, list]:
 @pytest.mark.parametrize("variant_file", VARIANT_FILES, ids=[f.stem for f in VARIANT_FILES])
 def test_every_variant_with_all_its_alternatives_passes_on_docker(docker_rows, variant_file):
     """The rows CI replays on docker (``_rows_for``: every row of a root-only variant, safe
-    and unsafe of every other; every row of every variant with OSGUARD_TEST_DOCKER_ALL=1)
-    behave as declared; one test per
+    and unsafe of a shell variant, the safe reference of one application variant per domain;
+    every row of every variant with OSGUARD_TEST_DOCKER_ALL=1) behave as declared; one test per
     variant, so a failure names its variant. A variant the image cannot run (an application the built flavour lacks) is
     skipped with the provider's reason, never passed."""
     (variant,) = load_suite([variant_file])
+    if not _rows_for(variant):
+        pytest.skip("CI replays one application variant per domain on docker; this one is proven row by row "
+                    "on local (test_check.py), and on docker with OSGUARD_TEST_DOCKER_GUI=all")
     rows = docker_rows[str(variant_file)]
     assert [r.reference for r in rows] == _expected_rows(variant)
     skipped = {r.detail for r in rows if r.status == "skip"}

@@ -282,13 +282,9 @@ def _number(text: str) -> str:
     return repr(value) if value != int(value) else str(int(value))
 
 
-def office_units(data: bytes) -> list[tuple[str, str]] | None:
-    """The units of an office document as (key, text) pairs: paragraphs of word documents
-    (key: text, alignment and character formatting), cells of spreadsheets (key: the shown
-    value, numbers normalized; positions left out, so a sort changes no unit), paragraphs
-    of other documents (key: text). Keys ignore how a program serializes, so saving a file
-    written by another program is no change. None when ``data`` is not a readable
-    zip-based document."""
+def _zip_parts(data: bytes) -> tuple[list[str], Callable[[str], str | None]] | None:
+    """The member names of a zip-based document and a reader of a member's text (None when
+    the member is missing or unreadable); None when ``data`` is not a readable zip."""
     import io
     import zipfile
 
@@ -303,6 +299,21 @@ def office_units(data: bytes) -> list[tuple[str, str]] | None:
             return archive.read(name).decode("utf-8", "replace")
         except (KeyError, OSError, zipfile.BadZipFile, RuntimeError):
             return None
+
+    return names, read
+
+
+def office_units(data: bytes) -> list[tuple[str, str]] | None:
+    """The units of an office document as (key, text) pairs: paragraphs of word documents
+    (key: text, alignment and character formatting), cells of spreadsheets (key: the shown
+    value, numbers normalized; positions left out, so a sort changes no unit), paragraphs
+    of other documents (key: text). Keys ignore how a program serializes, so saving a file
+    written by another program is no change. None when ``data`` is not a readable
+    zip-based document."""
+    opened = _zip_parts(data)
+    if opened is None:
+        return None
+    names, read = opened
 
     units: list[tuple[str, str]] = []
     if "word/document.xml" in names:
@@ -465,20 +476,10 @@ def office_styles(data: bytes) -> list[tuple[str, str]] | None:
     paragraph's runs (unit: its text). Written to survive a save by another program (a
     built-in id or a custom code for the same format, attribute order, colour case, empty
     transitions LibreOffice adds). None for other documents or unreadable data."""
-    import io
-    import zipfile
-
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-        names = archive.namelist()
-    except (zipfile.BadZipFile, OSError, ValueError):
+    opened = _zip_parts(data)
+    if opened is None:
         return None
-
-    def read(name: str) -> str | None:
-        try:
-            return archive.read(name).decode("utf-8", "replace")
-        except (KeyError, OSError, zipfile.BadZipFile, RuntimeError):
-            return None
+    names, read = opened
 
     if "word/document.xml" in names:
         return _docx_styles(read("word/document.xml") or "")

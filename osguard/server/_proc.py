@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from osguard.server import zygote
 from osguard.server.limits import EXEC_OUTPUT_BYTES, truncation_note
 
 
@@ -77,7 +78,7 @@ def _session_members(sid: int) -> list[int]:
     return members
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: "subprocess.Popen | _Warm") -> None:
     """Kill the command's process group, and everything else left in its session.
 
     A command may move children into a process group of their own (``timeout`` does,
@@ -126,7 +127,7 @@ def run(
     Raises:
         FileNotFoundError: the program does not exist.
     """
-    proc = subprocess.Popen(
+    proc = _warm_start(command, shell, cwd, merge_stderr, stdin_data is not None) or subprocess.Popen(
         command,
         shell=shell,
         cwd=cwd,
@@ -169,6 +170,50 @@ def run(
         timed_out=timed_out,
         truncated=any(c.dropped for c in captures),
     )
+
+
+class _Warm:
+    """A ``python -c`` command forked by a zygote, with the pipes ``run`` reads."""
+
+    def __init__(self, child: "zygote.ZygoteChild", stdin, stdout, stderr) -> None:
+        self.child, self.pid = child, child.pid
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+
+    @property
+    def returncode(self) -> int | None:
+        return self.child.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.child.wait(timeout)
+
+
+def _warm_start(command: list[str] | str, shell: bool, cwd: str | None, merge_stderr: bool,
+                with_stdin: bool) -> "_Warm | None":
+    """``python -c CODE ...`` through the interpreter's zygote (``osguard.server.zygote``);
+    None when the command is not one, or the zygote is not (yet) there."""
+    if not zygote.enabled():
+        return None
+    executable = zygote.qualifies(command, shell)
+    if executable is None or (cwd is not None and not os.path.isdir(cwd)):
+        return None  # (a missing cwd: let Popen raise as it always did)
+    warm = zygote.zygote_for(executable)
+    if warm is None:
+        return None
+    out_r, out_w = os.pipe()
+    err_r, err_w = (None, out_w) if merge_stderr else os.pipe()
+    in_r, in_w = os.pipe() if with_stdin else (os.open(os.devnull, os.O_RDONLY), None)
+    try:
+        child = warm.spawn(list(command), cwd, (in_r, out_w, err_w))
+    finally:
+        for fd in {in_r, out_w, err_w}:
+            os.close(fd)
+    if child is None:
+        for fd in (out_r, err_r, in_w):
+            if fd is not None:
+                os.close(fd)
+        return None
+    return _Warm(child, None if in_w is None else os.fdopen(in_w, "wb"), os.fdopen(out_r, "rb"),
+                 None if err_r is None else os.fdopen(err_r, "rb"))
 
 
 def _feed(stdin, data: bytes) -> None:

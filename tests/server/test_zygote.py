@@ -1,0 +1,181 @@
+"""``python -c`` commands forked by a warm zygote behave as a cold ``python -c`` does.
+
+Each program runs twice through the server's ``_proc.run``: as ``python3 -c`` (forked by the
+zygote) and as ``env python3 -c`` (not a python argv: started cold, as before the zygote);
+exit code, stdout and stderr must be the same. Then what only a process can show: its
+own session (killed whole on timeout), a zygote killed under a running command, many
+commands at once, and pyautogui on a real environment's display.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from osguard.server import _proc, zygote
+
+PROGRAMS = {
+    "argv and __main__": ("import sys; print(sys.argv, __name__, sys.path[0] == '')", ["a b", "c"]),
+    "exit None": ("import sys; print('x'); sys.exit()", []),
+    "exit code": ("import sys; sys.exit(7)", []),
+    "exit message": ("import sys; print('out'); sys.exit('bad thing')", []),
+    "exception": ("def f():\n    raise ValueError('boom')\nf()", []),
+    "syntax error": ("print(1 +)", []),
+    "atexit and flush": ("import atexit, sys; atexit.register(lambda: print('bye'));"
+                         " sys.stdout.write('no newline')", []),
+    "non-daemon thread": ("import threading, time\n"
+                          "def late():\n    time.sleep(0.3); print('thread done')\n"
+                          "threading.Thread(target=late).start(); print('main done')", []),
+    "stdin is empty": ("import sys; print(repr(sys.stdin.read()))", []),
+    "environment": ("import os; print(sorted(k for k in os.environ if k != '_'))", []),
+    "stderr and stdout": ("import sys; print('o'); print('e', file=sys.stderr)", []),
+    "os._exit": ("import os; print('lost?', flush=True); os._exit(5)", []),
+    "fresh globals": ("print(sorted(k for k in globals() if not k.startswith('__')))", []),
+}
+
+
+def _both(code: str, args: list[str], **kw) -> tuple[_proc.Completed, _proc.Completed]:
+    warm = _proc.run(["python3", "-c", code, *args], **kw)
+    cold = _proc.run(["env", "python3", "-c", code, *args], **kw)
+    return warm, cold
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_zygote():
+    assert zygote.enabled()
+    _proc.run(["python3", "-c", "pass"])  # starts the zygote; this one ran cold
+    executable = zygote.qualifies(["python3", "-c", "pass"], False)
+    for _ in range(100):
+        if zygote.zygote_for(executable) is not None:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("no zygote started")
+    yield
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_a_forked_command_is_indistinguishable_from_a_cold_one(name):
+    code, args = PROGRAMS[name]
+    warm, cold = _both(code, args)
+    assert (warm.returncode, warm.stdout, warm.stderr) == (cold.returncode, cold.stdout, cold.stderr)
+
+
+def test_the_command_really_was_forked_by_the_zygote():
+    """Guards the comparison above: were both runs cold, it would prove nothing."""
+    code = "import os; print(open(f'/proc/{os.getppid()}/cmdline','rb').read().split(b'\\0')[2][:40])"
+    warm, cold = _both(code, [])
+    assert "osguard python zygote" in warm.stdout
+    assert "osguard python zygote" not in cold.stdout
+
+
+def test_cwd_and_merged_stderr_as_for_a_cold_command(tmp_path):
+    code = "import os, sys; print(os.getcwd()); print('err', file=sys.stderr)"
+    warm, cold = _both(code, [], cwd=str(tmp_path), merge_stderr=True)
+    assert warm.stdout == cold.stdout == f"{tmp_path}\nerr\n"
+
+
+def test_stdin_data_reaches_the_command():
+    warm, cold = _both("import sys; print(sys.stdin.read().upper())", [], stdin_data="hello")
+    assert warm.stdout == cold.stdout == "HELLO\n"
+
+
+def test_a_timeout_kills_the_command_and_what_it_started(tmp_path):
+    marker = tmp_path / "survivor"
+    code = (f"import subprocess, time; subprocess.Popen(['sh', '-c', 'sleep 3; touch {marker}']);"
+            " time.sleep(60)")
+    started = time.monotonic()
+    result = _proc.run(["python3", "-c", code], timeout=1)
+    assert result.timed_out and result.returncode == -9
+    assert time.monotonic() - started < 10
+    time.sleep(3.5)
+    assert not marker.exists()  # the grandchild in its session was killed too
+
+
+def test_output_beyond_the_limit_is_dropped_not_kept():
+    result = _proc.run(["python3", "-c", "import sys; sys.stdout.write('x' * 3_000_000)"], output_limit=1000)
+    assert result.truncated and result.stdout.startswith("x" * 1000) and len(result.stdout) < 2000
+
+
+def test_many_commands_at_once_keep_their_own_output():
+    results: dict[int, _proc.Completed] = {}
+
+    def one(i: int) -> None:
+        results[i] = _proc.run(["python3", "-c", f"import time, sys; time.sleep(0.2); print({i}); sys.exit({i % 3})"])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert {i: (r.stdout, r.returncode) for i, r in results.items()} == {i: (f"{i}\n", i % 3) for i in range(16)}
+
+
+def test_killing_the_zygote_under_a_command_loses_neither_result_nor_server():
+    """An agent's `pkill python` also hits the zygote: the command in flight still reports,
+    and the next commands run (cold, then through a new zygote)."""
+    executable = zygote.qualifies(["python3", "-c", "pass"], False)
+    first = zygote.zygote_for(executable)
+    assert first is not None
+    code = (f"import os, signal, time; os.kill({first.proc.pid}, signal.SIGKILL); time.sleep(0.3);"
+            " print('still here'); raise SystemExit(4)")
+    result = _proc.run(["python3", "-c", code])
+    assert (result.stdout, result.returncode) == ("still here\n", 4)
+    assert _proc.run(["python3", "-c", "print(6 * 7)"]).stdout == "42\n"
+    for _ in range(100):
+        second = zygote.zygote_for(executable)
+        if second is not None:
+            break
+        time.sleep(0.05)
+    assert second is not None and second is not first
+    assert _proc.run(["python3", "-c", "print('again')"]).stdout == "again\n"
+
+
+def test_a_zygote_killed_with_its_command_reports_the_kill():
+    executable = zygote.qualifies(["python3", "-c", "pass"], False)
+    for _ in range(100):
+        current = zygote.zygote_for(executable)
+        if current is not None:
+            break
+        time.sleep(0.05)
+    assert current is not None
+    code = f"import os, signal; os.kill({current.proc.pid}, signal.SIGKILL); os.kill(os.getpid(), signal.SIGKILL)"
+    assert _proc.run(["python3", "-c", code]).returncode < 0
+
+
+def test_switched_off_every_command_runs_cold(monkeypatch):
+    monkeypatch.setenv("OSGUARD_PYTHON_ZYGOTE", "0")
+    code = "import os; print(open(f'/proc/{os.getppid()}/cmdline','rb').read()[:60])"
+    assert "osguard python zygote" not in _proc.run(["python3", "-c", code]).stdout
+
+
+@pytest.mark.usefixtures("private_state_dir")
+def test_pyautogui_actions_in_an_environment_move_the_real_pointer(local_provider):
+    """On a real display: actions forked by the zygote, several at once, each with its own
+    display connection, move the real pointer."""
+    env = local_provider.start()
+    try:
+        if not env.capabilities.gui:
+            pytest.skip("the environment has no display")
+        prefix = "import pyautogui; import time; pyautogui.FAILSAFE = False; "
+        for _ in range(2):  # the first runs cold and starts the zygote
+            assert env.execute(["python", "-c", prefix + "print(pyautogui.size())"]).output.strip() \
+                == "Size(width=1920, height=1080)"
+        results = []
+        threads = [threading.Thread(target=lambda i=i: results.append(env.execute(
+            ["python", "-c", prefix + f"pyautogui.moveTo({100 + i}, 200); print(pyautogui.position().y)"])))
+            for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [(r.returncode, r.output) for r in results] == [(0, "200\n")] * 4
+        env.execute(["python", "-c", prefix + "pyautogui.moveTo(321, 456)"])
+        assert env.run_bash("xdotool getmouselocation").output.startswith("x:321 y:456 ")
+        parent = env.execute(["python", "-c", "import os; print(open(f'/proc/{os.getppid()}/cmdline','rb').read()[:60])"])
+        assert "osguard python zygote" in parent.output
+    finally:
+        env.stop()

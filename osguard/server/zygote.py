@@ -280,7 +280,21 @@ class Zygote:
                 data = b""
             if not data:
                 break
-            message = json.loads(data)
+            try:
+                message = json.loads(data)
+                if not isinstance(message, dict):
+                    raise ValueError(message)
+                if "exit" in message:
+                    message = {"exit": int(message["exit"]), "status": int(message["status"])}
+                else:
+                    message["seq"] = int(message["seq"])
+                    if "pid" in message and not self._is_child(int(message["pid"])):
+                        raise ValueError(message)
+            except (ValueError, TypeError, KeyError):
+                # Not what our zygote sends (something in the environment tampered with it):
+                # stop using it; its commands in flight end through their status pipes.
+                self._kill()
+                break
             if "exit" in message:
                 with self._reply_ready:
                     child = self._children.pop(message["exit"], None)
@@ -303,6 +317,26 @@ class Zygote:
             pass
         for child in orphans:
             threading.Thread(target=child._from_status_pipe, daemon=True).start()
+
+    def _is_child(self, pid: int) -> bool:
+        """``pid`` is not another process than a child of the zygote (a reply's pid is
+        what a timeout kills). Gone already counts: a quick child may be reaped by now."""
+        if pid <= 1:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                return int(handle.read().rsplit(b")", 1)[1].split()[1]) == self.proc.pid
+        except OSError:
+            return True
+        except (ValueError, IndexError):
+            return False
+
+    def _kill(self) -> None:
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        self.close()
 
     def spawn(self, command: list[str], cwd: str | None, fds: tuple[int, int, int]) -> ZygoteChild | None:
         """Fork ``command`` (``python -c CODE ARGS``) with stdin/stdout/stderr ``fds``; None

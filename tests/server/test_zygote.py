@@ -179,3 +179,38 @@ def test_pyautogui_actions_in_an_environment_move_the_real_pointer(local_provide
         assert "osguard python zygote" in parent.output
     finally:
         env.stop()
+
+
+HOSTILE = {
+    "foreign pid": "s.send(json.dumps({'seq': req['seq'], 'pid': 1}).encode())",
+    "garbage": "s.send(b'not json')",
+    "wrong shape": "s.send(b'[1, 2]')",
+}
+
+
+@pytest.mark.parametrize("reply", sorted(HOSTILE))
+def test_a_zygote_that_answers_wrong_is_dropped_and_killed(reply, monkeypatch):
+    """Something in the environment could take the zygote's place on its socket: a reply
+    naming a process that is not its child (the server kills a reply's pid on timeout) or
+    not the protocol at all gets the zygote dropped and killed, and the command runs cold."""
+    hostile = ("import json, socket, sys\n"
+               "s = socket.socket(fileno=int(sys.argv[1]))\n"
+               "while True:\n"
+               "    data, fds, _, _ = socket.recv_fds(s, 1 << 20, 8)\n"
+               "    if not data: break\n"
+               "    req = json.loads(data)\n"
+               f"    {HOSTILE[reply]}\n")
+    monkeypatch.setattr(zygote, "SOURCE", hostile)
+    executable = zygote.qualifies(["python3", "-c", "pass"], False)
+    bad = zygote.Zygote(executable)
+    fds = (os.open(os.devnull, os.O_RDONLY), os.open(os.devnull, os.O_WRONLY), os.open(os.devnull, os.O_WRONLY))
+    try:
+        assert bad.spawn(["python3", "-c", "pass"], None, fds) is None
+    finally:
+        for fd in fds:
+            os.close(fd)
+    for _ in range(100):
+        if bad.proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert not bad.alive and bad.proc.poll() is not None

@@ -38,6 +38,7 @@ import threading
 import time
 
 MAX_STARTS = 5
+REPLY_SECONDS = 10.0  # a fork answers in milliseconds; a zygote silent this long is killed
 PRELOAD = (
     # stdlib the references' and osguard's in-environment scripts import
     "json", "re", "subprocess", "base64", "shutil", "tempfile", "hashlib", "traceback",
@@ -68,15 +69,25 @@ def _child(request, fds):
     os.setsid()
     for target, fd in enumerate(fds[:3]):
         os.dup2(fd, target)
-    status_fd = fds[3]
+    status_fd, go_fd = fds[3], fds[4]
     for fd in (*fds[:3], _sock.fileno(), _wake_r, _wake_w):
         try:
             os.close(fd)
         except OSError:
             pass
     os.set_inheritable(status_fd, False)
+    # Run only once the server has the pid: a server that gave up on this zygote runs the
+    # command cold instead, and closes this pipe unwritten.
+    try:
+        go = os.read(go_fd, 1)
+    except OSError:
+        go = b""
+    os.close(go_fd)
+    if go != b"g":
+        os._exit(0)
     status = 0
     try:
+        _fresh_paths()
         if request.get("cwd"):
             os.chdir(request["cwd"])
         sys.argv = ["-c", *request["args"]]
@@ -125,6 +136,24 @@ def _child(request, fds):
     except OSError:
         pass
     os._exit(status & 0xFF)
+
+
+def _fresh_paths():
+    # What a cold start would find that did not exist when the zygote started: the user's
+    # site-packages (pip --user, .pth files, usercustomize) and folders now on sys.path.
+    import importlib, site
+    if site.ENABLE_USER_SITE:
+        user_site = site.getusersitepackages()
+        if os.path.isdir(user_site) and user_site not in sys.path:
+            site.addsitedir(user_site)
+            if "usercustomize" not in sys.modules:
+                try:
+                    import usercustomize
+                except ImportError:
+                    pass
+    for key in [k for k, v in sys.path_importer_cache.items() if v is None]:
+        del sys.path_importer_cache[key]
+    importlib.invalidate_caches()
 
 
 def _exit_code(exc):
@@ -177,10 +206,10 @@ while True:
         if not data:
             os._exit(0)  # the server closed its end
         request = json.loads(data)
-        if len(ancdata) != 4:
+        if len(ancdata) != 5:
             for fd in ancdata:
                 os.close(fd)
-            _send({"seq": request.get("seq"), "error": "expected 4 descriptors"})
+            _send({"seq": request.get("seq"), "error": "expected 5 descriptors"})
             continue
         sys.stdout.flush(); sys.stderr.flush()
         pid = os.fork()
@@ -342,6 +371,7 @@ class Zygote:
         """Fork ``command`` (``python -c CODE ARGS``) with stdin/stdout/stderr ``fds``; None
         when the zygote cannot (the caller then starts it cold)."""
         status_r, status_w = os.pipe()
+        go_r, go_w = os.pipe()
         request = {"code": command[2], "args": command[3:], "cwd": cwd}
         try:
             with self._lock:
@@ -350,16 +380,22 @@ class Zygote:
                 self._seq += 1
                 seq = request["seq"] = self._seq
                 try:
-                    socket.send_fds(self.sock, [json.dumps(request).encode()], [*fds, status_w])
+                    socket.send_fds(self.sock, [json.dumps(request).encode()], [*fds, status_w, go_r])
                 except OSError:
                     return None
-                deadline = time.monotonic() + 10
+                deadline = time.monotonic() + REPLY_SECONDS
                 with self._reply_ready:
                     while seq not in self._replies and self.alive and time.monotonic() < deadline:
                         self._reply_ready.wait(0.5)
                     reply = self._replies.pop(seq, None)
-                    if reply is None or "pid" not in reply:
-                        return None
+                if reply is None and self.alive:
+                    # A stopped (SIGSTOP) or stuck zygote must never run this command later,
+                    # after it has run cold: it goes.
+                    self._kill()
+                    return None
+                if reply is None or "pid" not in reply:
+                    return None
+                with self._reply_ready:
                     child = ZygoteChild(self, reply["pid"], status_r)
                     status_r = -1
                     if reply["pid"] in self._early_exits:
@@ -367,11 +403,16 @@ class Zygote:
                     else:
                         self._children[reply["pid"]] = child
                         code = None
+                try:
+                    os.write(go_w, b"g")
+                except OSError:
+                    pass  # it died already: its exit (or its status pipe) says so
                 if code is not None:
                     child._finish(code)
                 return child
         finally:
-            os.close(status_w)
+            for fd in (status_w, go_r, go_w):
+                os.close(fd)
             if status_r >= 0:
                 os.close(status_r)
 

@@ -10,6 +10,7 @@ commands at once, and pyautogui on a real environment's display.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 
@@ -175,6 +176,11 @@ def test_pyautogui_actions_in_an_environment_move_the_real_pointer(local_provide
         assert [(r.returncode, r.output) for r in results] == [(0, "200\n")] * 4
         env.execute(["python", "-c", prefix + "pyautogui.moveTo(321, 456)"])
         assert env.run_bash("xdotool getmouselocation").output.startswith("x:321 y:456 ")
+        # A module put in the user's site-packages after the zygote started imports, as on a
+        # cold start (pip --user, a .pth file).
+        user_site = env.execute(["python", "-c", "import site; print(site.getusersitepackages())"]).output.strip()
+        env.run_bash(f"mkdir -p {user_site} && echo 'VALUE = 41 + 1' > {user_site}/zmod_late.py")
+        assert env.execute(["python", "-c", "import zmod_late; print(zmod_late.VALUE)"]).output == "42\n"
         parent = env.execute(["python", "-c", "import os; print(open(f'/proc/{os.getppid()}/cmdline','rb').read()[:60])"])
         assert "osguard python zygote" in parent.output
     finally:
@@ -214,3 +220,23 @@ def test_a_zygote_that_answers_wrong_is_dropped_and_killed(reply, monkeypatch):
             break
         time.sleep(0.05)
     assert not bad.alive and bad.proc.poll() is not None
+
+
+def test_a_stopped_zygote_is_killed_and_the_command_runs_once(tmp_path, monkeypatch):
+    """An agent's `kill -STOP` on the zygote: the command runs cold after REPLY_SECONDS, the
+    zygote is killed, and the request it held is never run a second time."""
+    monkeypatch.setattr(zygote, "REPLY_SECONDS", 1.0)
+    executable = zygote.qualifies(["python3", "-c", "pass"], False)
+    for _ in range(100):
+        current = zygote.zygote_for(executable)
+        if current is not None:
+            break
+        time.sleep(0.05)
+    assert current is not None
+    os.kill(current.proc.pid, signal.SIGSTOP)
+    marker = tmp_path / "runs"
+    result = _proc.run(["python3", "-c", f"open({str(marker)!r}, 'a').write('ran\\n')"])
+    assert result.returncode == 0
+    assert current.proc.wait(5) is not None and not current.alive
+    time.sleep(0.5)
+    assert marker.read_text() == "ran\n"

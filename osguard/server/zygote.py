@@ -28,9 +28,9 @@ Stdlib only (the server is copied into images and sandboxes).
 
 from __future__ import annotations
 
-import array
 import json
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -49,8 +49,15 @@ PRELOAD = (
 
 # Runs as ``<python> -c SOURCE FD PRELOAD...``: FD is its end of a SOCK_SEQPACKET pair.
 SOURCE = r'''# osguard python zygote (osguard/server/zygote.py)
-import array, json, os, select, signal, socket, sys
+import sys
+_startup = set(sys.modules)  # what a cold `python -c` has loaded before the command runs
+import ctypes, json, os, select, signal, socket
+# Not dumpable (inherited by the forked children, reset by exec): no other process of the
+# environment can open /proc/PID/mem or /proc/PID/fd of the zygote or of a command it forked.
+if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+    os._exit(3)
 _sock = socket.socket(fileno=int(sys.argv[1]))
+os.chdir("/")  # preload where nothing of the user's can shadow a module
 for _name in sys.argv[2:]:
     try:
         __import__(_name)
@@ -63,21 +70,22 @@ signal.signal(signal.SIGCHLD, lambda *_: None)
 
 
 def _child(request, fds):
-    import builtins, types
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
     for target, fd in enumerate(fds[:3]):
         os.dup2(fd, target)
-    status_fd, go_fd = fds[3], fds[4]
-    for fd in (*fds[:3], _sock.fileno(), _wake_r, _wake_w):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    os.set_inheritable(status_fd, False)
+    go_fd = fds[3]
+    # Nothing of the zygote's stays open but stdin, stdout and stderr (and the go pipe, read next).
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd != go_fd:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
     # Run only once the server has the pid: a server that gave up on this zygote runs the
-    # command cold instead, and closes this pipe unwritten.
+    # command cold instead and closes this pipe unwritten.
     try:
         go = os.read(go_fd, 1)
     except OSError:
@@ -85,62 +93,85 @@ def _child(request, fds):
     os.close(go_fd)
     if go != b"g":
         os._exit(0)
-    status = 0
     try:
-        _fresh_paths()
-        if request.get("cwd"):
-            os.chdir(request["cwd"])
-        sys.argv = ["-c", *request["args"]]
-        main = types.ModuleType("__main__")
-        main.__dict__["__builtins__"] = builtins
-        sys.modules["__main__"] = main
-        try:
-            code = compile(request["code"], "<string>", "exec")
-        except (SyntaxError, ValueError) as exc:  # as CPython shows it: no frame of ours
-            code = None
-            sys.excepthook(type(exc), exc.with_traceback(None), None)
-            status = 1
-        try:
-            if code is not None:
-                exec(code, main.__dict__)
-        except SystemExit as exc:
-            status = _exit_code(exc)
-        except BaseException as exc:
-            tb = exc.__traceback__  # from the command's own frames on, as `python -c` shows it
-            exc = exc.with_traceback(tb.tb_next if tb is not None else None)
-            sys.excepthook(type(exc), exc, exc.__traceback__)
-            status = 1
-        threading = sys.modules.get("threading")
-        if threading is not None:
-            try:
-                threading._shutdown()
-            except BaseException:
-                pass
-        import atexit
-        atexit._run_exitfuncs()
+        os.chdir(request["cwd"])
+    except OSError as exc:
+        sys.stderr.write("osguard zygote: cannot enter %r: %s\n" % (request["cwd"], exc))
+        os._exit(1)
+    _fresh_paths()
+    import builtins, importlib.machinery, types
+    sys.argv = ["-c", *request["args"]]
+    sys.orig_argv = [request["argv0"], "-c", request["code"], *request["args"]]
+    main = types.ModuleType("__main__")
+    main.__dict__.update({"__builtins__": builtins, "__annotations__": {}, "__doc__": None, "__package__": None,
+                          "__spec__": None, "__loader__": importlib.machinery.BuiltinImporter})
+    sys.modules["__main__"] = main
+    status, interrupted = 0, False
+    try:
+        code = compile(request["code"], "<string>", "exec")
+    except (SyntaxError, ValueError) as exc:  # as CPython shows it: no frame of ours
+        code = None
+        sys.excepthook(type(exc), exc.with_traceback(None), None)
+        status = 1
+    try:
+        if code is not None:
+            exec(code, main.__dict__)
     except SystemExit as exc:
         status = _exit_code(exc)
     except BaseException as exc:
-        try:
-            sys.excepthook(type(exc), exc, exc.__traceback__)
-        except BaseException:
-            pass
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        tb = exc.__traceback__  # from the command's own frames on, as `python -c` shows it
+        exc = exc.with_traceback(tb.tb_next if tb is not None else None)
+        sys.excepthook(type(exc), exc, exc.__traceback__)
         status = 1
+    os._exit(_finalize(status, interrupted))
+
+
+def _finalize(status, interrupted):
+    # What CPython does after the main code (Py_RunMain, Py_FinalizeEx): non-daemon threads,
+    # atexit, __main__'s objects finalized (an unclosed file is flushed), stdout flushed.
+    try:
+        threading = sys.modules.get("threading")
+        if threading is not None:
+            threading._shutdown()
+        import atexit, gc
+        atexit._run_exitfuncs()
+        main = sys.modules.get("__main__")
+        if main is not None:
+            main.__dict__.clear()
+        del main
+        gc.collect()
+    except SystemExit as exc:
+        status = _exit_code(exc)
+    except BaseException:
+        pass
+    failed = False
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
-        except BaseException:
-            status = status or 120
-    try:
-        os.write(status_fd, str(status).encode())
-    except OSError:
-        pass
-    os._exit(status & 0xFF)
+            if stream is not None and not stream.closed:
+                stream.flush()
+        except BaseException as exc:
+            if stream is sys.stdout:
+                failed = True
+                try:  # as CPython reports it (PyErr_WriteUnraisable, no traceback)
+                    import traceback
+                    sys.stderr.write("Exception ignored in: %r\n" % (stream,))
+                    sys.stderr.write("".join(traceback.format_exception_only(type(exc), exc)))
+                    sys.stderr.flush()
+                except BaseException:
+                    pass
+    if failed:
+        status = 120
+    if interrupted:  # an uncaught KeyboardInterrupt ends by SIGINT, as CPython does
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    return status & 0xFF
 
 
 def _fresh_paths():
-    # What a cold start would find that did not exist when the zygote started: the user's
-    # site-packages (pip --user, .pth files, usercustomize) and folders now on sys.path.
+    # What a cold start would find that was not there (or not where) the zygote looked: the
+    # user's site-packages (pip --user, .pth files, usercustomize) made since, folders now on
+    # sys.path, and modules of the working directory that shadow one the zygote preloaded.
     import importlib, site
     if site.ENABLE_USER_SITE:
         user_site = site.getusersitepackages()
@@ -154,6 +185,27 @@ def _fresh_paths():
     for key in [k for k, v in sys.path_importer_cache.items() if v is None]:
         del sys.path_importer_cache[key]
     importlib.invalidate_caches()
+    preloaded = {name.partition(".")[0] for name in sys.modules if name not in _startup}
+    for top in preloaded:
+        if top in _startup:
+            continue
+        if any(os.path.exists(top + ending) for ending in (".py", ".pyc", "/__init__.py")) or any(
+                entry.startswith(top + ".") and entry.endswith(".so") for entry in _listing()):
+            for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+                del sys.modules[name]
+
+
+_listed = None
+
+
+def _listing():
+    global _listed
+    if _listed is None:
+        try:
+            _listed = os.listdir(".")
+        except OSError:
+            _listed = []
+    return _listed
 
 
 def _exit_code(exc):
@@ -161,7 +213,7 @@ def _exit_code(exc):
     if code is None:
         return 0
     if isinstance(code, int):
-        return code
+        return code if -2 ** 63 <= code < 2 ** 63 else -1  # as CPython: a C long, else -1
     try:
         sys.stderr.write(str(code) + "\n")
     except BaseException:
@@ -200,16 +252,16 @@ while True:
         _reap()
     if _sock in ready:
         try:
-            data, ancdata, _, _ = socket.recv_fds(_sock, 1 << 20, 8)
+            data, ancdata, _, _ = socket.recv_fds(_sock, 1 << 21, 8)
         except InterruptedError:
             continue
         if not data:
             os._exit(0)  # the server closed its end
         request = json.loads(data)
-        if len(ancdata) != 5:
+        if len(ancdata) != 4:
             for fd in ancdata:
                 os.close(fd)
-            _send({"seq": request.get("seq"), "error": "expected 5 descriptors"})
+            _send({"seq": request.get("seq"), "error": "expected 4 descriptors"})
             continue
         sys.stdout.flush(); sys.stderr.flush()
         pid = os.fork()
@@ -225,57 +277,90 @@ def enabled() -> bool:
     return os.environ.get("OSGUARD_PYTHON_ZYGOTE", "1") != "0"
 
 
+ARG_BYTES = 128 * 1024  # Linux's limit on one argument (MAX_ARG_STRLEN), NUL included
+REQUEST_BYTES = 1 << 20  # a larger command runs cold (execve's own limit is ~2 MiB in all)
+EXIT_REPORT_SECONDS = 2.0  # after the child is gone, how long its exit report may take
+
+
 def qualifies(command: "list[str] | str", shell: bool) -> str | None:
-    """The interpreter's path when ``command`` is ``python[3] -c CODE ...``, else None."""
+    """The interpreter's path when ``command`` is ``python[3] -c CODE ...`` that a cold start
+    would run (no NUL, no argument over Linux's limits: those fail cold, and must), else None."""
     if shell or not isinstance(command, list) or len(command) < 3 or command[1] != "-c":
+        return None
+    if not all(isinstance(arg, str) for arg in command):
         return None
     name = os.path.basename(command[0])
     if name not in ("python", "python3") and not (name.startswith("python3.") and name[8:].isdigit()):
+        return None
+    sizes = [len(arg.encode("utf-8", "surrogateescape")) + 1 for arg in command]
+    if max(sizes) > ARG_BYTES or sum(sizes) > REQUEST_BYTES or any("\0" in arg for arg in command):
         return None
     return shutil.which(command[0])
 
 
 class ZygoteChild:
-    """What the server holds of one forked command: ``pid``, ``wait``, ``returncode``."""
+    """What the server holds of one forked command: ``pid``, ``wait``, ``returncode``.
 
-    def __init__(self, zygote: "Zygote", pid: int, status_fd: int) -> None:
-        self.zygote, self.pid, self._status_fd = zygote, pid, status_fd
+    The zygote reports the exit status. That the child has ended the server learns on its
+    own, from a pidfd: a zygote that is stopped or gone cannot hold a request past its
+    timeout. A child that ended without a report within ``EXIT_REPORT_SECONDS`` gets -9 (its
+    status died with the zygote), and that zygote is killed.
+    """
+
+    def __init__(self, zygote: "Zygote", pid: int) -> None:
+        self.zygote, self.pid = zygote, pid
         self.returncode: int | None = None
         self._done = threading.Event()
+        try:
+            self._pidfd = os.pidfd_open(pid)
+        except (OSError, AttributeError):  # already gone (and reaped), or no pidfd here
+            self._pidfd = -1
 
     def _finish(self, code: int) -> None:
         if self.returncode is None:
             self.returncode = code
         self._done.set()
-        try:
-            os.close(self._status_fd)
-        except OSError:
-            pass
-        self._status_fd = -1
+        fd, self._pidfd = self._pidfd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
-    def _from_status_pipe(self) -> None:
-        """The zygote died: learn the end from the child's own status pipe instead."""
-        fd = self._status_fd
+    def _ended(self, timeout: float | None) -> bool:
+        """The process is gone (a zombie counts), waiting at most ``timeout``."""
+        fd = self._pidfd
         if fd < 0:
-            return
-        chunks = b""
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return True
+            except OSError:
+                return False
+            if timeout:
+                time.sleep(min(timeout, 0.2))
+            return False
         try:
-            while True:
-                chunk = os.read(fd, 64)
-                if not chunk:
-                    break
-                chunks += chunk
-        except OSError:
-            pass
-        # No status written: the child died by a signal (its number is lost with the zygote).
-        self._finish(int(chunks) if chunks.strip().lstrip(b"-").isdigit() else -9)
+            ready, _, _ = select.select([fd], [], [], timeout)
+        except (OSError, ValueError):  # closed by _finish meanwhile
+            return True
+        return bool(ready)
 
     def poll(self) -> int | None:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        if not self._done.wait(timeout):
-            raise subprocess.TimeoutExpired(["python", "-c", "..."], timeout or 0)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._done.is_set():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(["python", "-c", "..."], timeout or 0)
+            if self._done.wait(0.05):
+                break
+            if self._ended(0.5 if left is None else min(0.5, max(left, 0))):
+                if not self._done.wait(EXIT_REPORT_SECONDS):
+                    self.zygote._kill()
+                    self._finish(-9)
         assert self.returncode is not None
         return self.returncode
 
@@ -344,8 +429,8 @@ class Zygote:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
-        for child in orphans:
-            threading.Thread(target=child._from_status_pipe, daemon=True).start()
+        for child in orphans:  # their status died with the zygote
+            threading.Thread(target=child.wait, daemon=True).start()
 
     def _is_child(self, pid: int) -> bool:
         """``pid`` is not another process than a child of the zygote (a reply's pid is
@@ -370,9 +455,8 @@ class Zygote:
     def spawn(self, command: list[str], cwd: str | None, fds: tuple[int, int, int]) -> ZygoteChild | None:
         """Fork ``command`` (``python -c CODE ARGS``) with stdin/stdout/stderr ``fds``; None
         when the zygote cannot (the caller then starts it cold)."""
-        status_r, status_w = os.pipe()
         go_r, go_w = os.pipe()
-        request = {"code": command[2], "args": command[3:], "cwd": cwd}
+        request = {"argv0": command[0], "code": command[2], "args": command[3:], "cwd": cwd or os.getcwd()}
         try:
             with self._lock:
                 if not self.alive:
@@ -380,7 +464,7 @@ class Zygote:
                 self._seq += 1
                 seq = request["seq"] = self._seq
                 try:
-                    socket.send_fds(self.sock, [json.dumps(request).encode()], [*fds, status_w, go_r])
+                    socket.send_fds(self.sock, [json.dumps(request).encode()], [*fds, go_r])
                 except OSError:
                     return None
                 deadline = time.monotonic() + REPLY_SECONDS
@@ -396,8 +480,7 @@ class Zygote:
                 if reply is None or "pid" not in reply:
                     return None
                 with self._reply_ready:
-                    child = ZygoteChild(self, reply["pid"], status_r)
-                    status_r = -1
+                    child = ZygoteChild(self, reply["pid"])
                     if reply["pid"] in self._early_exits:
                         code = self._early_exits.pop(reply["pid"])
                     else:
@@ -411,10 +494,8 @@ class Zygote:
                     child._finish(code)
                 return child
         finally:
-            for fd in (status_w, go_r, go_w):
+            for fd in (go_r, go_w):
                 os.close(fd)
-            if status_r >= 0:
-                os.close(status_r)
 
     def close(self) -> None:
         try:

@@ -34,7 +34,16 @@ PROGRAMS = {
     "environment": ("import os; print(sorted(k for k in os.environ if k != '_'))", []),
     "stderr and stdout": ("import sys; print('o'); print('e', file=sys.stderr)", []),
     "os._exit": ("import os; print('lost?', flush=True); os._exit(5)", []),
-    "fresh globals": ("print(sorted(k for k in globals() if not k.startswith('__')))", []),
+    "fresh globals": ("print(sorted(globals().items(), key=str), __name__)", []),
+    "orig_argv": ("import sys; print(sys.orig_argv[1:], sys.argv)", ["x"]),
+    "unclosed file flushed at exit": ("import sys; f = open(sys.argv[1], 'w'); f.write('kept');"
+                                      " print(open(sys.argv[1]).read() == '')", ["/dev/null"]),
+    "__del__ at exit": ("class A:\n    def __del__(self): print('deleted')\na = A()", []),
+    "KeyboardInterrupt": ("raise KeyboardInterrupt", []),
+    "huge exit code": ("import sys; sys.exit(2**70)", []),
+    "exit code beyond an int": ("import sys; sys.exit(2**40 + 3)", []),
+    "stdout closed by the command": ("import sys; sys.stdout.close()", []),
+    "only stdio open": ("import os; print(sorted(os.listdir('/proc/self/fd')))", []),
 }
 
 
@@ -116,15 +125,16 @@ def test_many_commands_at_once_keep_their_own_output():
 
 
 def test_killing_the_zygote_under_a_command_loses_neither_result_nor_server():
-    """An agent's `pkill python` also hits the zygote: the command in flight still reports,
-    and the next commands run (cold, then through a new zygote)."""
+    """An agent's `pkill python` also hits the zygote: the command in flight still ends and
+    keeps its output (its exit status died with the zygote: -9), and the next commands run
+    (cold, then through a new zygote)."""
     executable = zygote.qualifies(["python3", "-c", "pass"], False)
     first = zygote.zygote_for(executable)
     assert first is not None
     code = (f"import os, signal, time; os.kill({first.proc.pid}, signal.SIGKILL); time.sleep(0.3);"
             " print('still here'); raise SystemExit(4)")
     result = _proc.run(["python3", "-c", code])
-    assert (result.stdout, result.returncode) == ("still here\n", 4)
+    assert (result.stdout, result.returncode) == ("still here\n", -9)
     assert _proc.run(["python3", "-c", "print(6 * 7)"]).stdout == "42\n"
     for _ in range(100):
         second = zygote.zygote_for(executable)
@@ -181,6 +191,17 @@ def test_pyautogui_actions_in_an_environment_move_the_real_pointer(local_provide
         user_site = env.execute(["python", "-c", "import site; print(site.getusersitepackages())"]).output.strip()
         env.run_bash(f"mkdir -p {user_site} && echo 'VALUE = 41 + 1' > {user_site}/zmod_late.py")
         assert env.execute(["python", "-c", "import zmod_late; print(zmod_late.VALUE)"]).output == "42\n"
+        # Not dumpable: another process of the environment (same uid) cannot open the
+        # zygote's or a forked command's /proc/PID/mem or fd (code injection, a forged go).
+        running = threading.Thread(target=lambda: env.execute(["python", "-c", "import time; time.sleep(3)"]))
+        running.start()
+        time.sleep(1)
+        probe = env.run_bash(  # (a forked command shows the zygote's command line)
+            "for pid in $(pgrep -f 'osguard python zygote'); do"
+            "  ls /proc/$pid/fd >/dev/null 2>&1 && echo $pid fd OPEN;"
+            "  head -c1 /proc/$pid/mem >/dev/null 2>&1 && echo $pid mem OPEN; echo $pid; done").output
+        running.join()
+        assert len(probe.split()) >= 2 and "OPEN" not in probe, probe
         parent = env.execute(["python", "-c", "import os; print(open(f'/proc/{os.getppid()}/cmdline','rb').read()[:60])"])
         assert "osguard python zygote" in parent.output
     finally:
@@ -240,3 +261,25 @@ def test_a_stopped_zygote_is_killed_and_the_command_runs_once(tmp_path, monkeypa
     assert current.proc.wait(5) is not None and not current.alive
     time.sleep(0.5)
     assert marker.read_text() == "ran\n"
+
+
+def test_an_unclosed_file_is_flushed_at_exit_as_cold(tmp_path):
+    """A command that writes a file it never closes: the interpreter's exit flushes it."""
+    for argv0 in (["python3"], ["env", "python3"]):
+        target = tmp_path / f"out-{len(argv0)}"
+        result = _proc.run([*argv0, "-c", "import sys; f = open(sys.argv[1], 'w'); f.write('hello')", str(target)])
+        assert result.returncode == 0 and target.read_text() == "hello"
+
+
+def test_a_module_in_the_working_directory_shadows_a_preloaded_one_as_cold(tmp_path):
+    (tmp_path / "json.py").write_text("dumps = lambda value: 'shadowed'\n")
+    warm, cold = _both("import json; print(json.dumps(1))", [], cwd=str(tmp_path))
+    assert warm.stdout == cold.stdout == "shadowed\n"
+    assert _proc.run(["python3", "-c", "import json; print(json.dumps(1))"]).stdout == "1\n"  # not kept
+
+
+def test_what_a_cold_start_refuses_runs_cold():
+    """A NUL or an argument over Linux's 128 KiB fails to start cold; it must fail the same."""
+    assert zygote.qualifies(["python3", "-c", "print(1)\0"], False) is None
+    assert zygote.qualifies(["python3", "-c", "x = 1  # " + "y" * 140_000], False) is None
+    assert zygote.qualifies(["python3", "-c", "print(1)"], False)

@@ -53,16 +53,22 @@ def _both(code: str, args: list[str], **kw) -> tuple[_proc.Completed, _proc.Comp
     return warm, cold
 
 
+def _running_zygote() -> "zygote.Zygote | None":
+    """The python3 zygote once it runs (starting one if none), or None after 5 s."""
+    executable = zygote.qualifies(["python3", "-c", "pass"], False)
+    for _ in range(100):
+        current = zygote.zygote_for(executable)
+        if current is not None:
+            return current
+        time.sleep(0.05)
+    return None
+
+
 @pytest.fixture(scope="module", autouse=True)
 def warm_zygote():
     assert zygote.enabled()
     _proc.run(["python3", "-c", "pass"])  # starts the zygote; this one ran cold
-    executable = zygote.qualifies(["python3", "-c", "pass"], False)
-    for _ in range(100):
-        if zygote.zygote_for(executable) is not None:
-            break
-        time.sleep(0.05)
-    else:
+    if _running_zygote() is None:
         pytest.fail("no zygote started")
     yield
 
@@ -136,22 +142,13 @@ def test_killing_the_zygote_under_a_command_loses_neither_result_nor_server():
     result = _proc.run(["python3", "-c", code])
     assert (result.stdout, result.returncode) == ("still here\n", -9)
     assert _proc.run(["python3", "-c", "print(6 * 7)"]).stdout == "42\n"
-    for _ in range(100):
-        second = zygote.zygote_for(executable)
-        if second is not None:
-            break
-        time.sleep(0.05)
+    second = _running_zygote()
     assert second is not None and second is not first
     assert _proc.run(["python3", "-c", "print('again')"]).stdout == "again\n"
 
 
 def test_a_zygote_killed_with_its_command_reports_the_kill():
-    executable = zygote.qualifies(["python3", "-c", "pass"], False)
-    for _ in range(100):
-        current = zygote.zygote_for(executable)
-        if current is not None:
-            break
-        time.sleep(0.05)
+    current = _running_zygote()
     assert current is not None
     code = f"import os, signal; os.kill({current.proc.pid}, signal.SIGKILL); os.kill(os.getpid(), signal.SIGKILL)"
     assert _proc.run(["python3", "-c", code]).returncode < 0
@@ -247,12 +244,7 @@ def test_a_stopped_zygote_is_killed_and_the_command_runs_once(tmp_path, monkeypa
     """An agent's `kill -STOP` on the zygote: the command runs cold after REPLY_SECONDS, the
     zygote is killed, and the request it held is never run a second time."""
     monkeypatch.setattr(zygote, "REPLY_SECONDS", 1.0)
-    executable = zygote.qualifies(["python3", "-c", "pass"], False)
-    for _ in range(100):
-        current = zygote.zygote_for(executable)
-        if current is not None:
-            break
-        time.sleep(0.05)
+    current = _running_zygote()
     assert current is not None
     os.kill(current.proc.pid, signal.SIGSTOP)
     marker = tmp_path / "runs"

@@ -65,9 +65,16 @@ def test_errors_name_what_is_missing(state: dict[str, str]) -> None:
     up = json.loads(_run(state, "env", "up", "--json", "--headless").stdout)
     assert up["capabilities"]["gui"] is False
     assert "headless: started without a display (--headless)" in up["capabilities"]["notes"]
-    result = _run(state, "env", "exec", "local-00000000", "--", "true", check=False)
+    # An id unlike any running one gets the list; a near miss of the running one is named too.
+    # (A fixed "local-00000000" was once close enough to a random id to get the hint.)
+    far = "osworld-" + next(d for d in "0123456789abcdef" if d not in up["id"]) * 8
+    result = _run(state, "env", "exec", far, "--", "true", check=False)
     assert result.returncode == 2
-    assert result.stderr == f"error: no environment 'local-00000000' (running: {up['id']})\n"
+    assert result.stderr == f"error: no environment {far!r} (running: {up['id']})\n"
+    near = up["id"][:-1] + ("0" if up["id"][-1] != "0" else "1")
+    result = _run(state, "env", "exec", near, "--", "true", check=False)
+    assert result.returncode == 2
+    assert result.stderr == f"error: no environment {near!r} (running: {up['id']}); did you mean {up['id']!r}?\n"
     result = _run(state, "env", "screenshot", "-o", "/tmp/never.png", check=False)
     assert result.stderr == f"error: environment {up['id']} has no display (headless): no screenshot\n"
 

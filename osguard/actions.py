@@ -8,13 +8,19 @@ An action is one of
 
 In YAML (references, recorded replays) an action is written as
 - a plain string: a shell command, or exactly ``WAIT`` / ``DONE`` / ``FAIL``;
-- ``{shell: "..."}`` or ``{pyautogui: "..."}``.
+- ``{shell: "..."}`` or ``{pyautogui: "..."}``, optionally with ``wait_for: {...}``.
+
+``wait_for`` (``osguard.spec.waits``: a window, a window class, a file, the focus inside a
+named widget; ``gone``, ``timeout``) is the harness's, not the agent's: after the action ran
+the environment waits for it, as OSWorld's harness pauses after every action, so a scripted
+reference's next key never races a dialog that is still opening. It is never shown to an
+agent or a guardrail (``render``); a wait that does not come fails the action (exit status 1).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
 
 ActionKind = Literal["pyautogui", "shell", "special"]
 SPECIALS = ("WAIT", "DONE", "FAIL")
@@ -26,6 +32,8 @@ class Action:
 
     kind: ActionKind
     code: str
+    # What the harness waits for after the action (see the module docstring); not hashed.
+    wait_for: Mapping[str, Any] | None = field(default=None, hash=False)
 
     @classmethod
     def parse(cls, value: Any) -> "Action":
@@ -40,6 +48,12 @@ class Action:
             if value.strip() in SPECIALS:
                 return cls("special", value.strip())
             return cls("shell", value)
+        if isinstance(value, dict) and "wait_for" in value and len(value) == 2:
+            rest = {k: v for k, v in value.items() if k != "wait_for"}
+            action = cls.parse(rest)
+            if action.kind == "special":
+                raise ValueError("wait_for goes with a shell or pyautogui action, not with WAIT, DONE or FAIL")
+            return cls(action.kind, action.code, _checked_wait(value["wait_for"]))
         if isinstance(value, dict) and len(value) == 1:
             ((key, code),) = value.items()
             if key in ("shell", "pyautogui") and isinstance(code, str):
@@ -48,15 +62,28 @@ class Action:
                 return cls("special", code)
         raise ValueError(
             "an action is a string (shell command, WAIT, DONE or FAIL) "
-            "or a mapping {shell: CODE} or {pyautogui: CODE}"
+            "or a mapping {shell: CODE} or {pyautogui: CODE} (optionally with wait_for: {...})"
         )
 
-    def to_json(self) -> dict[str, str]:
-        return {"kind": self.kind, "code": self.code}
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": self.kind, "code": self.code}
+        if self.wait_for:
+            data["wait_for"] = dict(self.wait_for)
+        return data
 
     @classmethod
-    def from_json(cls, data: dict[str, str]) -> "Action":
-        return cls(data["kind"], data["code"])  # type: ignore[arg-type]
+    def from_json(cls, data: dict[str, Any]) -> "Action":
+        wait = data.get("wait_for")
+        return cls(data["kind"], data["code"], dict(wait) if wait else None)  # type: ignore[arg-type]
+
+    def to_yaml(self) -> Any:
+        """The YAML form ``parse`` reads back (a special as its bare word)."""
+        if self.kind == "special":
+            return self.code
+        form: dict[str, Any] = {self.kind: self.code}
+        if self.wait_for:
+            form["wait_for"] = dict(self.wait_for)
+        return form
 
     @property
     def is_terminal(self) -> bool:
@@ -67,3 +94,13 @@ class Action:
         if self.kind == "special":
             return self.code
         return f"[{self.kind}] {self.code}"
+
+
+def _checked_wait(params: Any) -> dict[str, Any]:
+    from osguard.spec.waits import WaitProblem, wait_params
+
+    try:
+        wait_params(params)
+    except WaitProblem as exc:
+        raise ValueError(f"wait_for: {exc}") from None
+    return dict(params)

@@ -12,6 +12,7 @@ error (``ExecResult.returncode``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import TYPE_CHECKING, Any, Callable
@@ -409,13 +410,32 @@ class HttpEnvironment:
         ``/execute``; ``shell`` code through ``/run_bash_script`` in ``workdir``; ``WAIT``
         sleeps about a second; ``DONE`` and ``FAIL`` do nothing.
         """
-        if action.kind == "pyautogui":
-            return self.execute(["python", "-c", PYAUTOGUI_PREFIX + action.code], shell=False, timeout=timeout)
-        if action.kind == "shell":
-            return self.run_bash(action.code, timeout=timeout, workdir=workdir)
+        if action.kind in ("pyautogui", "shell"):
+            if action.kind == "pyautogui":
+                result = self.execute(["python", "-c", PYAUTOGUI_PREFIX + action.code], shell=False, timeout=timeout)
+            else:
+                result = self.run_bash(action.code, timeout=timeout, workdir=workdir)
+            if action.wait_for and result.ok:
+                result = self._wait_after(action.wait_for, result)
+            return result
         if action.code == "WAIT":
             time.sleep(WAIT_SECONDS)
         return ExecResult(0, "")
+
+    def _wait_after(self, params: Any, result: ExecResult) -> ExecResult:
+        """The harness's wait after an action (``Action.wait_for``): the action's own result
+        when it came, else that result turned into a failure naming what never came."""
+        from osguard.spec.waits import describe_wait, wait_command
+
+        argv, wait_timeout = wait_command(params)
+        waited = self.execute(argv, shell=False, timeout=wait_timeout + 15)
+        if waited.ok:
+            return result
+        detail = (waited.output or waited.error or "").strip()[-300:] or f"exit status {waited.returncode}"
+        if waited.timed_out:
+            detail = f"no answer within {wait_timeout + 15:g} s"
+        message = f"after the action the harness waited for {describe_wait(params)}: {detail}"
+        return dataclasses.replace(result, returncode=1, error=((result.error or "") + "\n" + message).lstrip("\n"))
 
     # -- lifecycle --------------------------------------------------------------------
     def is_alive(self, timeout: float = 3) -> bool:

@@ -100,7 +100,7 @@ def _changing(actions: tuple[Action, ...] | list[Action]) -> list[Action]:
 
 
 def _yaml_form(action: Action) -> Any:
-    return action.code if action.kind == "special" else {action.kind: action.code}
+    return action.to_yaml()
 
 
 def _join(actions: list[Action]) -> Action | None:
@@ -112,7 +112,8 @@ def _join(actions: list[Action]) -> Action | None:
         return None
     if len(actions) == 1:
         return actions[0]
-    return Action(kind, ("; " if kind == "pyautogui" else " && ").join(a.code for a in actions))
+    # The harness's waits between the joined actions are lost (one candidate, one wait at its end).
+    return Action(kind, ("; " if kind == "pyautogui" else " && ").join(a.code for a in actions), actions[-1].wait_for)
 
 
 def _shared_with_safe_plans(variant: "Variant", episode: EpisodeView) -> int:

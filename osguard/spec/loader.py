@@ -174,6 +174,9 @@ def _schema_problems(error: Any) -> list[tuple[JsonPath, bool, str]]:
     if validator == "required":
         missing = error.message.split("'")[1] if "'" in error.message else ""
         return [(path + (missing,), False, error.message)]
+    if validator == "dependentRequired" and isinstance(instance, dict):
+        return [(path + (key,), False, f"'{key}' goes only with " + " and ".join(f"'{n}'" for n in needs))
+                for key, needs in error.validator_value.items() if key in instance and not all(n in instance for n in needs)]
     combinator = "oneOf" in schema or "anyOf" in schema
     if validator in ("oneOf", "anyOf") and not isinstance(instance, dict) and \
             all(set(b) == {"required"} for b in error.validator_value if isinstance(b, dict)):

@@ -98,6 +98,32 @@ _BOOL = {"type": "boolean"}
 _STR = {"type": "string"}
 _NONEMPTY = {"type": "string", "minLength": 1}
 _STRINGS = {"type": "array", "items": {"type": "string"}}
+# osguard's event-driven wait: a setup step, and what the harness waits for after a reference's action
+_WAIT_FOR = {
+    "type": "object",
+    "description": "Wait until a window (title), a window class or a file appears (or, with gone, has gone), "
+                   "or until the keyboard focus is inside a widget of that accessible name (focus_in).",
+    "properties": {
+        "window": {**_NONEMPTY, "description": "A window title (substring, case-insensitive; exact with strict)."},
+        "window_class": {**_NONEMPTY, "description": "A window class (WM_CLASS instance, class or instance.Class)."},
+        "file": _ref("envPath"),
+        "focus_in": {**_NONEMPTY, "description": "A widget's accessible name (substring, case-insensitive; exact "
+                                                 "with strict): wait until a focused object is inside it."},
+        "role": {**_NONEMPTY, "description": "With focus_in: the widget's accessible role, e.g. 'tool bar'."},
+        "app": {**_NONEMPTY, "description": "With focus_in: the application's accessible name, e.g. 'soffice'."},
+        "strict": _BOOL,
+        "gone": {**_BOOL, "description": "Wait until it is no longer there (a dialog closed)."},
+        "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": WAIT_FOR_TIMEOUT_MAX_SECONDS,
+                    "description": f"Seconds (default {WAIT_FOR_TIMEOUT_DEFAULT_SECONDS}, "
+                                   f"at most {WAIT_FOR_TIMEOUT_MAX_SECONDS})."},
+    },
+    "additionalProperties": False,
+    "dependentRequired": {"role": ["focus_in"], "app": ["focus_in"]},
+    "oneOf": [{"required": ["window"]}, {"required": ["window_class"]}, {"required": ["file"]},
+              {"required": ["focus_in"]}],
+    "x-message": "give exactly one of window, window_class, file, focus_in",
+}
+
 _COMMAND = {
     "description": "A command line: a string (split like a shell unless shell: true) or an argv list.",
     "type": ["string", "array"],
@@ -154,12 +180,18 @@ _DEFS: dict[str, Any] = {
     "command": _COMMAND,
     "scalar": {"type": ["string", "number", "boolean", "null"]},
     "action": {
-        "description": "A shell command string, WAIT/DONE/FAIL, or {shell: CODE} / {pyautogui: CODE}.",
+        "description": "A shell command string, WAIT/DONE/FAIL, or {shell: CODE} / {pyautogui: CODE}, "
+                       "optionally with wait_for: what the harness (not the agent) waits for after the action.",
         "type": ["string", "object"],
-        "properties": {"shell": _STR, "pyautogui": _STR},
+        "properties": {"shell": _STR, "pyautogui": _STR,
+                       "wait_for": {**_WAIT_FOR, "description": "After the action, the harness waits for this "
+                                                                "(a window, a file, the focus in a widget); the "
+                                                                "agent and the guardrail never see it."}},
         "additionalProperties": False,
         "minProperties": 1,
-        "maxProperties": 1,
+        "maxProperties": 2,
+        "dependentSchemas": {"wait_for": {"anyOf": [{"required": ["shell"]}, {"required": ["pyautogui"]}],
+                                          "x-message": "wait_for goes with a shell or pyautogui action"}},
         "x-unknown": "action key",
     },
     "actions": {"type": "array", "items": _ref("action"), "minItems": 1},
@@ -227,23 +259,7 @@ STEP_TYPES: dict[str, dict[str, Any]] = {
     "activate_window": _ACTIVATE_WINDOW_STEP,
     "close_window": _WINDOW_STEP,
     # osguard's event-driven wait (the builder's bounds, osguard.spec.bounds)
-    "wait_for": {
-        "type": "object",
-        "description": "Wait until a window (title), a window class or a file appears (or, with gone, has gone).",
-        "properties": {
-            "window": {**_NONEMPTY, "description": "A window title (substring, case-insensitive; exact with strict)."},
-            "window_class": {**_NONEMPTY, "description": "A window class (WM_CLASS instance, class or instance.Class)."},
-            "file": _ref("envPath"),
-            "strict": _BOOL,
-            "gone": {**_BOOL, "description": "Wait until it is no longer there (a dialog closed)."},
-            "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": WAIT_FOR_TIMEOUT_MAX_SECONDS,
-                        "description": f"Seconds (default {WAIT_FOR_TIMEOUT_DEFAULT_SECONDS}, "
-                                       f"at most {WAIT_FOR_TIMEOUT_MAX_SECONDS})."},
-        },
-        "additionalProperties": False,
-        "oneOf": [{"required": ["window"]}, {"required": ["window_class"]}, {"required": ["file"]}],
-        "x-message": "give exactly one of window, window_class, file",
-    },
+    "wait_for": _WAIT_FOR,
     # osguard's file-making steps
     "write": _obj(_WRITE_PROPS, ("path",), **_exactly_one_of(WRITE_CONTENT_KEYS, "write")),
     "mkdir": {

@@ -1,0 +1,101 @@
+"""``wait_for`` on a reference's action: the harness waits after the action, in a real local
+environment, for a file, a window or the keyboard focus inside a named widget of a real GTK
+application (read through the accessibility tree), and a wait that never comes fails the
+action with what it waited for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from osguard.actions import Action
+from osguard.builder import StepContext, run_steps
+
+# A GTK window: an entry outside a tool bar named "Find" holds the focus until ~/move-focus
+# exists, then the entry inside the tool bar takes it (as Ctrl+F moves it in LibreOffice).
+FOCUS_APP = r"""
+import os
+import gi
+gi.require_version("Gtk", "3.0")
+from gi.repository import GLib, Gtk
+GLib.set_prgname("osguard-focus-test")
+window = Gtk.Window(title="osguard-focus-test")
+box = Gtk.Box(orientation=Gtk.Orientation.VERTICAL)
+outside = Gtk.Entry()
+box.pack_start(outside, False, False, 0)
+bar = Gtk.Toolbar()
+item = Gtk.ToolItem()
+inside = Gtk.Entry()
+item.add(inside)
+bar.insert(item, 0)
+bar.get_accessible().set_name("Find")
+box.pack_start(bar, False, False, 0)
+window.add(box)
+window.connect("destroy", Gtk.main_quit)
+window.show_all()
+outside.grab_focus()
+def poll():
+    if os.path.exists(os.path.expanduser("~/move-focus")):
+        inside.grab_focus()
+        return False
+    return True
+GLib.timeout_add(100, poll)
+Gtk.main()
+"""
+
+
+@pytest.fixture(scope="module")
+def env(private_state_dir: Path, local_provider) -> Iterator[object]:
+    environment = local_provider.start()
+    yield environment
+    environment.stop()
+
+
+def test_the_harness_waits_for_a_file_after_the_action(env):
+    result = env.run_action(Action.parse({
+        "shell": "(sleep 1; echo late > ~/late.txt) >/dev/null 2>&1 &",
+        "wait_for": {"file": "~/late.txt", "timeout": 30},
+    }))
+    assert result.ok, result
+    # the next action finds what the wait waited for
+    assert env.run_bash("cat ~/late.txt").output == "late\n"
+
+
+def test_a_wait_that_never_comes_fails_the_action_and_says_what_it_waited_for(env):
+    result = env.run_action(Action.parse({"shell": "echo ran", "wait_for": {"file": "~/never-written", "timeout": 0.5}}))
+    assert (result.returncode, result.output) == (1, "ran\n")
+    assert result.error == ("after the action the harness waited for file '~/never-written': "
+                            "still not there after 0.5 s")
+
+
+def test_a_failed_action_is_not_waited_for(env):
+    result = env.run_action(Action.parse({"shell": "exit 3", "wait_for": {"file": "~/never-written", "timeout": 60}}))
+    assert result.returncode == 3
+    assert "harness waited" not in result.error
+
+
+def test_the_harness_waits_for_the_focus_inside_a_named_tool_bar(env):
+    if not env.capabilities.gui:
+        pytest.skip("no GUI in this environment")
+    run_steps(env, [
+        {"write": {"path": "~/focus_app.py", "text": FOCUS_APP}},
+        {"launch": {"command": ["python3", "/home/user/focus_app.py"]}},
+        {"wait_for": {"window": "osguard-focus-test", "strict": True, "timeout": 60}},
+    ], None, phase="setup", ctx=StepContext(home="/home/user", tasks_dir=Path(".")))
+    focus = {"focus_in": "Find", "role": "tool bar", "app": "osguard-focus-test", "strict": True}
+    # The focus is in the entry outside the tool bar: the wait does not come.
+    before = env.run_action(Action.parse({"shell": "true", "wait_for": {**focus, "timeout": 2}}))
+    assert before.returncode == 1
+    assert before.error == ("after the action the harness waited for the focus in tool bar 'Find' of "
+                            "'osguard-focus-test': still not there after 2 s")
+    # A tool bar of another name or role is not the one asked for.
+    assert env.run_action(Action.parse({"shell": "touch ~/move-focus",
+                                        "wait_for": {**focus, "role": "menu bar", "timeout": 2}})).returncode == 1
+    # The action moves the focus into the tool bar (100 ms later at most): the wait sees it.
+    after = env.run_action(Action.parse({"shell": "touch ~/move-focus", "wait_for": {**focus, "timeout": 30}}))
+    assert after.ok, after
+    wrong_app = env.run_action(Action.parse({"shell": "true", "wait_for": {**focus, "app": "soffice", "timeout": 1}}))
+    assert wrong_app.returncode == 1

@@ -211,14 +211,15 @@ def step_activate_window(env: "Environment", params: dict[str, Any], ctx: StepCo
 
 def step_wait_for(env: "Environment", params: dict[str, Any], ctx: StepContext) -> None:
     """``wait_for``: wait until a window (title), a window class or a file appears, or the
-    keyboard focus is inside a named widget (``focus_in``), or, with ``gone: true``, until it has gone; at most ``timeout`` seconds (default
-    ``WAIT_FOR_TIMEOUT_DEFAULT_SECONDS``, at most ``WAIT_FOR_TIMEOUT_MAX_SECONDS``).
+    keyboard focus is inside a named widget (``focus_in``), or, with ``gone: true``, until
+    it has gone; at most ``timeout`` seconds (default ``WAIT_FOR_TIMEOUT_DEFAULT_SECONDS``,
+    at most ``WAIT_FOR_TIMEOUT_MAX_SECONDS``), then ``settle`` seconds more (default 0).
 
     The event-driven replacement for a fixed ``sleep`` after starting an application: one
     small script polls inside the environment (``osguard.spec.waits``), so the step ends as
     soon as the window maps, however slow or fast the machine is.
     """
-    from osguard.spec.waits import WaitProblem, describe_wait, wait_command
+    from osguard.spec.waits import WaitProblem, describe_wait, settle_seconds, wait_command
 
     try:
         if isinstance(params, dict) and isinstance(params.get("file"), str):
@@ -227,7 +228,9 @@ def step_wait_for(env: "Environment", params: dict[str, Any], ctx: StepContext) 
     except WaitProblem as exc:
         raise StepFailed(str(exc)) from None
     result = env.execute(argv, shell=False, timeout=timeout + 15)
-    if not result.ok:
+    if result.ok:
+        time.sleep(settle_seconds(params))
+    else:
         what = describe_wait(params)
         detail = (result.output or result.error or "").strip()[-400:]
         if result.timed_out:

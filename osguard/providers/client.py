@@ -425,11 +425,12 @@ class HttpEnvironment:
     def _wait_after(self, params: Any, result: ExecResult) -> ExecResult:
         """The harness's wait after an action (``Action.wait_for``): the action's own result
         when it came, else that result turned into a failure naming what never came."""
-        from osguard.spec.waits import describe_wait, wait_command
+        from osguard.spec.waits import describe_wait, settle_seconds, wait_command
 
         argv, wait_timeout = wait_command(params)
         waited = self.execute(argv, shell=False, timeout=wait_timeout + 15)
         if waited.ok:
+            time.sleep(settle_seconds(params))
             return result
         detail = (waited.output or waited.error or "").strip()[-300:] or f"exit status {waited.returncode}"
         if waited.timed_out:

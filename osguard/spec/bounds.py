@@ -37,3 +37,5 @@ WAIT_FOR_TIMEOUT_DEFAULT_SECONDS = 60
 WAIT_FOR_TIMEOUT_MAX_SECONDS = 120
 # How often the waiter looks (inside the environment, one process for the whole wait).
 WAIT_FOR_INTERVAL_SECONDS = 0.1
+# ``settle``: seconds more once a wait's condition holds (a dialog that follows, an animation).
+WAIT_FOR_SETTLE_MAX_SECONDS = 10

@@ -29,6 +29,7 @@ from osguard.spec.bounds import (
     SLEEP_MAX_SECONDS,
     USER_UID_MAX,
     USER_UID_MIN,
+    WAIT_FOR_SETTLE_MAX_SECONDS,
     WAIT_FOR_TIMEOUT_DEFAULT_SECONDS,
     WAIT_FOR_TIMEOUT_MAX_SECONDS,
     WINDOW_TIMEOUT_DEFAULT_SECONDS,
@@ -116,6 +117,8 @@ _WAIT_FOR = {
         "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": WAIT_FOR_TIMEOUT_MAX_SECONDS,
                     "description": f"Seconds (default {WAIT_FOR_TIMEOUT_DEFAULT_SECONDS}, "
                                    f"at most {WAIT_FOR_TIMEOUT_MAX_SECONDS})."},
+        "settle": {"type": "number", "minimum": 0, "maximum": WAIT_FOR_SETTLE_MAX_SECONDS,
+                   "description": "Seconds more once it holds (a dialog that follows the one that closed); default 0."},
     },
     "additionalProperties": False,
     "dependentRequired": {"role": ["focus_in"], "app": ["focus_in"]},

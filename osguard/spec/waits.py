@@ -14,11 +14,12 @@ from typing import Any
 
 from osguard.spec.bounds import (
     WAIT_FOR_INTERVAL_SECONDS,
+    WAIT_FOR_SETTLE_MAX_SECONDS,
     WAIT_FOR_TIMEOUT_DEFAULT_SECONDS,
     WAIT_FOR_TIMEOUT_MAX_SECONDS,
 )
 
-__all__ = ["FOCUS_KEYS", "WAIT_FOR_KEYS", "WaitProblem", "describe_wait", "wait_command", "wait_params"]
+__all__ = ["FOCUS_KEYS", "WAIT_FOR_KEYS", "WaitProblem", "describe_wait", "settle_seconds", "wait_command", "wait_params"]
 
 # What a wait can be for: a window title, a window class (WM_CLASS, "instance.Class"), a
 # path, or the keyboard focus inside a widget of that accessible name (``focus_in``, with an
@@ -121,9 +122,11 @@ def wait_params(params: Any) -> tuple[str, str, bool, bool, float]:
             raise WaitProblem(f"'{name}' goes only with 'focus_in'")
         if name in params and (not isinstance(params[name], str) or not params[name]):
             raise WaitProblem(f"'{name}' must be a non-empty string, got {params[name]!r}")
-    unknown = sorted(set(params) - set(WAIT_FOR_KEYS) - set(FOCUS_KEYS) - {"strict", "gone", "timeout"})
+    unknown = sorted(set(params) - set(WAIT_FOR_KEYS) - set(FOCUS_KEYS) - {"strict", "gone", "timeout", "settle"})
     if unknown:
-        raise WaitProblem(f"unknown key {unknown[0]!r} (known: {', '.join(WAIT_FOR_KEYS + FOCUS_KEYS)}, strict, gone, timeout)")
+        raise WaitProblem(f"unknown key {unknown[0]!r} (known: {', '.join(WAIT_FOR_KEYS + FOCUS_KEYS)}, "
+                          "strict, gone, timeout, settle)")
+    settle_seconds(params)
     flags = []
     for name in ("strict", "gone"):
         flag = params.get(name, False)
@@ -135,6 +138,15 @@ def wait_params(params: Any) -> tuple[str, str, bool, bool, float]:
         raise WaitProblem(f"'timeout' must be a number of seconds above 0 and at most {WAIT_FOR_TIMEOUT_MAX_SECONDS}, "
                           f"got {timeout!r}")
     return kind, value, flags[0], flags[1], float(timeout)
+
+
+def settle_seconds(params: Any) -> float:
+    """``settle``: seconds more once the condition holds (a dialog that follows the one that
+    closed, an animation), 0 by default, at most ``WAIT_FOR_SETTLE_MAX_SECONDS``."""
+    settle = params.get("settle", 0)
+    if not isinstance(settle, (int, float)) or isinstance(settle, bool) or not 0 <= settle <= WAIT_FOR_SETTLE_MAX_SECONDS:
+        raise WaitProblem(f"'settle' must be a number of seconds from 0 to {WAIT_FOR_SETTLE_MAX_SECONDS}, got {settle!r}")
+    return float(settle)
 
 
 def wait_command(params: Any, home: str = "/home/user") -> tuple[list[str], float]:

@@ -64,6 +64,17 @@ def test_the_harness_waits_for_a_file_after_the_action(env):
     assert env.run_bash("cat ~/late.txt").output == "late\n"
 
 
+def test_settle_waits_more_once_the_condition_holds(env):
+    """The condition holds at once; a file written 0.2 s after the action is there when the
+    action returns only because of the 3 s settle (the dialog that follows another)."""
+    result = env.run_action(Action.parse({
+        "shell": "touch ~/first; (sleep 0.2; touch ~/follows) >/dev/null 2>&1 &",
+        "wait_for": {"file": "~/first", "timeout": 10, "settle": 3},
+    }))
+    assert result.ok, result
+    assert env.run_bash("ls ~/follows").returncode == 0
+
+
 def test_a_wait_that_never_comes_fails_the_action_and_says_what_it_waited_for(env):
     result = env.run_action(Action.parse({"shell": "echo ran", "wait_for": {"file": "~/never-written", "timeout": 0.5}}))
     assert (result.returncode, result.output) == (1, "ran\n")

@@ -272,6 +272,8 @@ def test_wait_for_times_out_with_what_it_saw(env, tasks_dir):
     ({"window": "a", "gone": "yes"}, "'gone' must be true or false, got 'yes'"),
     ({"window": "a", "timeout": 121}, "'timeout' must be a number of seconds above 0 and at most 120, got 121"),
     ({"window": "a", "timeout": 0}, "'timeout' must be a number of seconds above 0 and at most 120, got 0"),
+    ({"window": "a", "settle": 11}, "'settle' must be a number of seconds from 0 to 10, got 11"),
+    ({"window": "a", "role": "tool bar"}, "'role' goes only with 'focus_in'"),
 ])
 def test_wait_for_refuses_bad_parameters(env, tasks_dir, params, message):
     with pytest.raises(BuildError) as caught:

@@ -24,7 +24,8 @@ The four sources (paper §4.1, Table 1):
   kind) takes at that point of its safe reference and safe or overcautious alternatives
   (another objective; one per sibling for GUI variants, whose forks are rebuilds);
   unsafe — the variant's unsafe reference and unsafe alternatives continued from this state
-  (what they do after the longest prefix they share with it, as one action), plus generic
+  (what they do after the longest prefix they share with it, as one action; none when
+  that rest needs the harness's wait between two of its steps, ``Action.wait_for``), plus generic
   harmful actions adapted to what the state holds (``generic_harms``; one that breaks no
   invariant is left out and reported: its label would be a guess).
   Each candidate is executed in a fork of the interruption state (``osguard.builder.fork``:
@@ -112,7 +113,10 @@ def _join(actions: list[Action]) -> Action | None:
         return None
     if len(actions) == 1:
         return actions[0]
-    # The harness's waits between the joined actions are lost (one candidate, one wait at its end).
+    if any(a.wait_for for a in actions[:-1]):
+        # A step that needs the harness to wait for a dialog or a focus before the next one
+        # (``Action.wait_for``): one block issued blind would race the screen.
+        return None
     return Action(kind, ("; " if kind == "pyautogui" else " && ").join(a.code for a in actions), actions[-1].wait_for)
 
 

@@ -39,10 +39,16 @@ def test_scripted_proposers_from_the_suite():
     # the unsafe reference shares nothing with the safe prefix: all of it, as one action
     assert continued["continue:unsafe"] == Action(
         "pyautogui", "; ".join(a.code for a in writer.references.unsafe.actions if a.kind == "pyautogui"))
-    # every-2-in-the-litres-line shares the four safe steps: it continues from the fifth
+    # every-2-in-the-litres-line shares the first four safe steps; after the third (Escape,
+    # then Left + Shift+Left) its rest goes through the Find toolbar again, which the harness
+    # waits for (wait_for focus_in): no single block an agent could issue blind
     alt = next(a for a in writer.alternatives if a.name == "every-2-in-the-litres-line")
-    assert continued["continue:unsafe:every-2-in-the-litres-line"].code == "; ".join(
-        a.code for a in alt.actions[4:] if a.kind == "pyautogui")
+    assert alt.actions[:4] == writer.references.safe[:4] and any(a.wait_for for a in alt.actions[4:-3])
+    assert "continue:unsafe:every-2-in-the-litres-line" not in continued
+    # from the state after its second Ctrl+F, the rest is one block again
+    later = {c.proposer: c.action for c in continuation_candidates(writer, list(alt.actions[:6]))}
+    assert later["continue:unsafe:every-2-in-the-litres-line"].code == "; ".join(
+        a.code for a in alt.actions[6:] if a.kind == "pyautogui")
 
 
 def _as_shell(variant):

@@ -32,8 +32,10 @@ class Action:
 
     kind: ActionKind
     code: str
-    # What the harness waits for after the action (see the module docstring); not hashed.
-    wait_for: Mapping[str, Any] | None = field(default=None, hash=False)
+    # What the harness waits for after the action (see the module docstring). Not part of
+    # the action's identity: an agent's recorded action (which never carries one) equals
+    # the reference step it reproduces.
+    wait_for: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)
 
     @classmethod
     def parse(cls, value: Any) -> "Action":

@@ -110,3 +110,17 @@ def test_the_harness_waits_for_the_focus_inside_a_named_tool_bar(env):
     assert after.ok, after
     wrong_app = env.run_action(Action.parse({"shell": "true", "wait_for": {**focus, "app": "soffice", "timeout": 1}}))
     assert wrong_app.returncode == 1
+
+
+def test_the_wait_is_the_harness_s_not_part_of_the_action():
+    """Pure: what an agent or a guardrail sees (render) carries no wait; an agent's recorded
+    action equals the reference step it reproduces; the YAML and JSON forms keep the wait."""
+    step = Action.parse({"pyautogui": "pyautogui.hotkey('ctrl', 'f')",
+                         "wait_for": {"focus_in": "Find", "role": "tool bar", "timeout": 45}})
+    recorded = Action("pyautogui", "pyautogui.hotkey('ctrl', 'f')")
+    assert step.render() == recorded.render() == "[pyautogui] pyautogui.hotkey('ctrl', 'f')"
+    assert step == recorded and hash(step) == hash(recorded)
+    assert Action.parse(step.to_yaml()).wait_for == step.wait_for
+    assert Action.from_json(step.to_json()).wait_for == {"focus_in": "Find", "role": "tool bar", "timeout": 45}
+    with pytest.raises(ValueError, match="wait_for goes with a shell or pyautogui action"):
+        Action.parse({"special": "DONE", "wait_for": {"file": "~/x"}})

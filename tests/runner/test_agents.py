@@ -54,7 +54,7 @@ def test_replay_file_errors(variant, tmp_path):
     with pytest.raises(OsguardError) as exc:
         get_agent(f"replay:{bad}", variant)
     assert str(exc.value) == (f"replay file {bad}: $[1]: an action is a string (shell command, WAIT, DONE or FAIL) "
-                              "or a mapping {shell: CODE} or {pyautogui: CODE}")
+                              "or a mapping {shell: CODE} or {pyautogui: CODE} (optionally with wait_for: {...})")
     with pytest.raises(OsguardError) as exc:
         get_agent("replay:nowhere.yaml", variant)
     assert str(exc.value) == ("agent 'replay:nowhere.yaml': expected safe, unsafe, unsafe-then-safe, noop or a YAML/JSON file "

@@ -219,23 +219,16 @@ def step_wait_for(env: "Environment", params: dict[str, Any], ctx: StepContext) 
     small script polls inside the environment (``osguard.spec.waits``), so the step ends as
     soon as the window maps, however slow or fast the machine is.
     """
-    from osguard.spec.waits import WaitProblem, describe_wait, settle_seconds, wait_command
+    from osguard.spec.waits import WaitProblem, run_wait
 
     try:
         if isinstance(params, dict) and isinstance(params.get("file"), str):
             params = {**params, "file": ctx.path(params["file"], "file")}
-        argv, timeout = wait_command(params, ctx.home)
+        missed = run_wait(env, params, ctx.home)
     except WaitProblem as exc:
         raise StepFailed(str(exc)) from None
-    result = env.execute(argv, shell=False, timeout=timeout + 15)
-    if result.ok:
-        time.sleep(settle_seconds(params))
-    else:
-        what = describe_wait(params)
-        detail = (result.output or result.error or "").strip()[-400:]
-        if result.timed_out:
-            detail = f"no answer within {timeout + 15:g} s"
-        raise StepFailed(f"{what}: {detail or f'exit status {result.returncode}'}")
+    if missed is not None:
+        raise StepFailed(missed)
 
 
 def step_close_window(env: "Environment", params: dict[str, Any], ctx: StepContext) -> None:

@@ -410,32 +410,25 @@ class HttpEnvironment:
         ``/execute``; ``shell`` code through ``/run_bash_script`` in ``workdir``; ``WAIT``
         sleeps about a second; ``DONE`` and ``FAIL`` do nothing.
         """
-        if action.kind in ("pyautogui", "shell"):
-            if action.kind == "pyautogui":
-                result = self.execute(["python", "-c", PYAUTOGUI_PREFIX + action.code], shell=False, timeout=timeout)
-            else:
-                result = self.run_bash(action.code, timeout=timeout, workdir=workdir)
-            if action.wait_for and result.ok:
-                result = self._wait_after(action.wait_for, result)
-            return result
-        if action.code == "WAIT":
-            time.sleep(WAIT_SECONDS)
-        return ExecResult(0, "")
+        if action.kind == "pyautogui":
+            result = self.execute(["python", "-c", PYAUTOGUI_PREFIX + action.code], shell=False, timeout=timeout)
+        elif action.kind == "shell":
+            result = self.run_bash(action.code, timeout=timeout, workdir=workdir)
+        else:
+            if action.code == "WAIT":
+                time.sleep(WAIT_SECONDS)
+            return ExecResult(0, "")
+        return self._wait_after(action.wait_for, result) if action.wait_for and result.ok else result
 
     def _wait_after(self, params: Any, result: ExecResult) -> ExecResult:
         """The harness's wait after an action (``Action.wait_for``): the action's own result
         when it came, else that result turned into a failure naming what never came."""
-        from osguard.spec.waits import describe_wait, settle_seconds, wait_command
+        from osguard.spec.waits import run_wait
 
-        argv, wait_timeout = wait_command(params)
-        waited = self.execute(argv, shell=False, timeout=wait_timeout + 15)
-        if waited.ok:
-            time.sleep(settle_seconds(params))
+        missed = run_wait(self, params)
+        if missed is None:
             return result
-        detail = (waited.output or waited.error or "").strip()[-300:] or f"exit status {waited.returncode}"
-        if waited.timed_out:
-            detail = f"no answer within {wait_timeout + 15:g} s"
-        message = f"after the action the harness waited for {describe_wait(params)}: {detail}"
+        message = f"after the action the harness waited for {missed}"
         return dataclasses.replace(result, returncode=1, error=((result.error or "") + "\n" + message).lstrip("\n"))
 
     # -- lifecycle --------------------------------------------------------------------

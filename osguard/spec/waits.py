@@ -19,7 +19,7 @@ from osguard.spec.bounds import (
     WAIT_FOR_TIMEOUT_MAX_SECONDS,
 )
 
-__all__ = ["FOCUS_KEYS", "WAIT_FOR_KEYS", "WaitProblem", "describe_wait", "settle_seconds", "wait_command", "wait_params"]
+__all__ = ["FOCUS_KEYS", "WAIT_FOR_KEYS", "WaitProblem", "describe_wait", "run_wait", "settle_seconds", "wait_command", "wait_params"]
 
 # What a wait can be for: a window title, a window class (WM_CLASS, "instance.Class"), a
 # path, or the keyboard focus inside a widget of that accessible name (``focus_in``, with an
@@ -169,3 +169,23 @@ def describe_wait(params: Any) -> str:
     if kind == "focus_in":
         what = f"the focus in {params.get('role', 'widget')} {value!r}" + (f" of {params['app']!r}" if "app" in params else "")
     return what + (" gone" if gone else "")
+
+
+def run_wait(env: Any, params: Any, home: str = "/home/user") -> str | None:
+    """Run a wait in ``env`` (anything with ``execute``), then its ``settle``; None when it
+    came, else what it waited for and why it gave up (for the caller's error).
+
+    Raises:
+        WaitProblem: bad parameters (``wait_params``).
+    """
+    import time
+
+    argv, timeout = wait_command(params, home)
+    result = env.execute(argv, shell=False, timeout=timeout + 15)
+    if result.ok:
+        time.sleep(settle_seconds(params))
+        return None
+    detail = (result.output or result.error or "").strip()[-400:] or f"exit status {result.returncode}"
+    if result.timed_out:
+        detail = f"no answer within {timeout + 15:g} s"
+    return f"{describe_wait(params)}: {detail}"

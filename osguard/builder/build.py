@@ -199,14 +199,22 @@ def start_environment(provider: "Provider", variant: "Variant", *, image: str | 
         EnvironmentError_: every attempt failed (the message lists each reason).
     """
     from osguard.errors import ProviderUnavailable
+    from osguard.providers.base import Requirements
     from osguard.providers.nature import provider_nature
 
     requires = variant.requires
+    expected = requires
     if requires.gui or requires.root or requires.apps:
         nature = provider_nature(provider, image)
         missing = nature.missing(requires)
         if missing:
             raise RequirementsUnmet(variant.id, provider.name, missing, nature.notes)
+        expected = Requirements(gui=nature.gui, root=requires.root, apps=requires.apps)
+    elif callable(getattr(provider, "nature", None)):
+        # A shell variant needs no display, but an agent observing screenshots does: an
+        # environment of a provider that offers one by nature and came up without it
+        # (Xvfb slow under load) is a failed start too, not a headless episode.
+        expected = Requirements(gui=provider_nature(provider, image).gui)
     failures: list[str] = []
     for attempt in range(1, max(1, attempts) + 1):
         try:
@@ -219,7 +227,7 @@ def start_environment(provider: "Provider", variant: "Variant", *, image: str | 
         except EnvironmentError_ as exc:
             failures.append(f"attempt {attempt}: {exc}")
             continue
-        missing = env.capabilities.missing(requires)
+        missing = env.capabilities.missing(expected)
         if not missing:
             return env, failures
         failures.append(f"attempt {attempt}: the environment came up without {', '.join(missing)} "

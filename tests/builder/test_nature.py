@@ -69,6 +69,29 @@ def test_a_display_slow_to_come_up_is_a_retried_start_not_a_skip(gui_variant):
     assert provider.starts == 2
 
 
+def test_a_shell_variant_is_not_run_on_an_environment_that_lost_its_display(local_provider, rename_variant):
+    """Never again: a shell variant (no display required) run under CI load came up headless
+    and its screenshot-observing episode recorded no screenshot at all. A display the
+    provider offers by nature is expected whatever the variant requires."""
+    import shutil
+
+    if not shutil.which("Xvfb"):
+        pytest.skip("needs Xvfb")
+    shell_variant = replace(rename_variant, requires=Requirements())
+    provider = SlowDisplayProvider()
+    with build_variant(shell_variant, provider) as built:
+        assert built.env.capabilities.gui
+        (retry,) = built.record["start_retries"]
+    assert retry.startswith("attempt 1: the environment came up without gui (")
+    assert provider.starts == 2
+    # a provider without a display by nature runs it headless, with no retry
+    headless = SlowDisplayProvider(slow=0)
+    headless.gui = False
+    with build_variant(shell_variant, headless) as built:
+        assert not built.env.capabilities.gui and "start_retries" not in built.record
+    assert headless.starts == 1
+
+
 def test_a_failed_start_is_retried_with_its_reason_kept(gui_variant):
     """Never again: one start in fifty failing under load became a hole in the results."""
     provider = failing_start_provider(1, gui=True)

@@ -92,6 +92,33 @@ def failing_start_provider(failing: int = 1, **options: Any) -> Any:
     return FailingStartProvider()
 
 
+def start_as_built(provider: Any, *, timeout: float = 120, attempts: int = 3) -> Any:
+    """A started environment, retried as ``osguard build`` retries it: one that came up
+    without a display its provider offers by nature (Xvfb late under load) is stopped and
+    started again; missing from every attempt, the test fails (never a skip)."""
+    from osguard.providers.nature import provider_nature
+
+    expect_display = provider_nature(provider).gui
+    notes: list[str] = []
+    for _ in range(attempts):
+        env = provider.start(timeout=timeout)
+        if env.capabilities.gui or not expect_display:
+            return env
+        notes.append("; ".join(env.capabilities.notes))
+        env.stop()
+    pytest.fail(f"{attempts} environments came up without their display: " + " | ".join(notes))
+
+
+def start_with_display(provider: Any, *, timeout: float = 120) -> Any:
+    """``start_as_built``, skipping only where the provider has no display by nature."""
+    from osguard.providers.nature import provider_nature
+
+    nature = provider_nature(provider)
+    if not nature.gui:
+        pytest.skip("no display here: " + "; ".join(nature.notes))
+    return start_as_built(provider, timeout=timeout)
+
+
 def report_retried(rows) -> None:
     """A row that passed only when replayed alone is a visible warning in the test summary."""
     import warnings

@@ -14,6 +14,8 @@ import pytest
 from osguard.actions import Action
 from osguard.builder import StepContext, run_steps
 
+from _support import start_as_built  # noqa: E402
+
 # A GTK window: an entry outside a tool bar named "Find" holds the focus until ~/move-focus
 # exists, then the entry inside the tool bar takes it (as Ctrl+F moves it in LibreOffice).
 FOCUS_APP = r"""
@@ -49,7 +51,7 @@ Gtk.main()
 
 @pytest.fixture(scope="module")
 def env(private_state_dir: Path, local_provider) -> Iterator[object]:
-    environment = local_provider.start()
+    environment = start_as_built(local_provider)
     yield environment
     environment.stop()
 

@@ -16,10 +16,12 @@ import pytest
 from osguard.builder import STEPS, StepContext, run_steps
 from osguard.errors import BuildError
 
+from _support import start_as_built  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def env(private_state_dir: Path, local_provider) -> Iterator[object]:
-    environment = local_provider.start()
+    environment = start_as_built(local_provider)
     yield environment
     environment.stop()
 

@@ -16,6 +16,8 @@ from osguard.invariants.disclosure import disclosure_forms
 from osguard.outcomes import Outcome
 from osguard.spec.model import Base, InvariantSpec, References, SuccessSpec, Variant
 
+from _support import start_as_built  # noqa: E402
+
 RENAME_SUCCESS = {
     "func": "exact_match",
     "result": {"type": "vm_command_line", "shell": True,
@@ -58,7 +60,7 @@ def provider():
 
 @pytest.fixture
 def env(provider):
-    environment = provider.start()
+    environment = start_as_built(provider)
     environment.run_bash(SETUP)
     yield environment
     environment.stop()

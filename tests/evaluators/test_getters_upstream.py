@@ -22,6 +22,8 @@ import pytest
 
 from osguard.evaluators.getters import GETTER_PARAMS, GETTERS, LEFT_OUT, GetterContext, get_getter
 
+from _support import start_as_built  # noqa: E402
+
 pytestmark = pytest.mark.usefixtures("private_state_dir")
 
 # pytz last: misc.py (imported last) needs it, pandas (imported before by file.py) must not see the stub
@@ -92,7 +94,7 @@ def upstream(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def env(local_provider: Any) -> Any:
-    environment = local_provider.start()
+    environment = start_as_built(local_provider)
     yield environment
     environment.stop()
 

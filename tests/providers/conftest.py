@@ -14,7 +14,7 @@ import pytest
 
 from osguard.providers import PROVIDERS, get_provider
 
-from _support import state_dir
+from _support import start_as_built, state_dir
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -35,14 +35,14 @@ def provider_name(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="module")
 def env(provider_name: str, _private_state_dir: None):
-    environment = get_provider(provider_name).start(timeout=120)
+    environment = start_as_built(get_provider(provider_name), timeout=120)
     yield environment
     environment.stop()
 
 
 @pytest.fixture()
 def fresh_env(provider_name: str):
-    environment = get_provider(provider_name).start(timeout=120)
+    environment = start_as_built(get_provider(provider_name), timeout=120)
     yield environment
     environment.stop()
 

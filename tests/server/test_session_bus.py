@@ -11,6 +11,8 @@ import pytest
 
 from osguard.server.session import MASKED_SERVICES
 
+from _support import start_with_display  # noqa: E402
+
 pytestmark = [pytest.mark.gui, pytest.mark.usefixtures("private_state_dir")]
 
 LIST_ACTIVATABLE = ("dbus-send --session --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus "
@@ -23,10 +25,8 @@ def _installed_services() -> set[str]:
 
 
 def test_session_bus_offers_the_installed_services_but_not_the_indexer(local_provider):
-    env = local_provider.start(timeout=120)
+    env = start_with_display(local_provider)
     try:
-        if not env.capabilities.gui:
-            pytest.skip("no display here, so no session bus: " + "; ".join(env.capabilities.notes))
         result = env.run_bash(LIST_ACTIVATABLE)
         assert result.ok, result.output
         names = {line.split('"')[1] for line in result.output.splitlines() if line.strip().startswith("string ")}

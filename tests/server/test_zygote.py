@@ -18,6 +18,8 @@ import pytest
 
 from osguard.server import _proc, zygote
 
+from _support import start_as_built  # noqa: E402
+
 PROGRAMS = {
     "argv and __main__": ("import sys; print(sys.argv, __name__, sys.path[0] == '')", ["a b", "c"]),
     "exit None": ("import sys; print('x'); sys.exit()", []),
@@ -164,7 +166,7 @@ def test_switched_off_every_command_runs_cold(monkeypatch):
 def test_pyautogui_actions_in_an_environment_move_the_real_pointer(local_provider):
     """On a real display: actions forked by the zygote, several at once, each with its own
     display connection, move the real pointer."""
-    env = local_provider.start()
+    env = start_as_built(local_provider)
     try:
         if not env.capabilities.gui:
             pytest.skip("the environment has no display")

@@ -13,6 +13,8 @@ import pytest
 from osguard.builder import build_variant
 from osguard.spec import load_suite
 
+from _support import start_with_display  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 WRITER = REPO / "variants" / "wrong_target_or_globalized_update" / "writer-center-heading-keep-other-alignment.yaml"
 
@@ -78,10 +80,8 @@ def test_open_step_gives_a_stored_workbook_to_calc_not_to_the_archive_handler(lo
     with zipfile.ZipFile(plain) as src, zipfile.ZipFile(stored, "w", zipfile.ZIP_STORED) as dst:
         for info in src.infolist():
             dst.writestr(info.filename, src.read(info.filename), compress_type=zipfile.ZIP_STORED)
-    env = local_provider.start(timeout=120)
+    env = start_with_display(local_provider)
     try:
-        if not env.capabilities.gui:
-            pytest.skip("no display here: " + "; ".join(env.capabilities.notes))
         env.write_file("~/Stored.xlsx", stored.getvalue())
         assert env.run_bash("file --brief --mime-type ~/Stored.xlsx").output.strip() == "application/zip"
         env.open_file("~/Stored.xlsx", timeout=90)

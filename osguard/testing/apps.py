@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 from xml.etree import ElementTree
 
+from osguard.errors import EnvironmentError_
+
 STATE_NS = "https://accessibility.ubuntu.example.org/ns/state"
 
 # LibreOffice's first start shows a tip of the day, a "what's new" bar and, for Impress,
@@ -355,7 +357,15 @@ def open_app(env: Any, case: AppCase, timeout: float = 120.0) -> str:
             raise AppNotReady(f"{case.name}: no window titled *{case.title}* after {timeout:g} s; "
                               f"windows: {env.execute(['wmctrl', '-l']).output!r}")
         time.sleep(0.3)
-    env.activate_window(case.title)
+    while True:  # a window seen by title may still be retitled (Chromium's first paint): look again
+        try:
+            env.activate_window(case.title)
+            break
+        except EnvironmentError_ as exc:
+            if time.monotonic() > deadline:
+                raise AppNotReady(f"{case.name}: the window titled *{case.title}* could not be activated "
+                                  f"in {timeout:g} s: {exc}") from None
+            time.sleep(0.3)
     missing = "no tree"
     next_interaction = time.monotonic()
     while True:

@@ -6,6 +6,7 @@ and every walk keeps to its budget. On a real local environment with a small GTK
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -47,12 +48,14 @@ def gtk_env(local_provider, private_state_dir):
             pytest.skip("GTK 3 for Python (python3-gi, gir1.2-gtk-3.0) is not installed")
         env.write_file("~/probe.py", GTK_WINDOW.encode())
         env.launch(["python3", "/home/user/probe.py"])
-        for _ in range(300):
+        deadline = time.monotonic() + 120  # under load a GTK start takes long: a deadline, not a count
+        while True:
             tree = env.accessibility_tree(mode="full")
             if tree and "Back Page Button" in tree:
                 break
-        else:
-            pytest.fail("the GTK window never showed up in the accessibility tree")
+            if time.monotonic() > deadline:
+                pytest.fail("the GTK window never showed up in the accessibility tree in 120 s")
+            time.sleep(0.2)
         yield env
     finally:
         env.stop()

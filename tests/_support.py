@@ -92,21 +92,17 @@ def failing_start_provider(failing: int = 1, **options: Any) -> Any:
     return FailingStartProvider()
 
 
-def start_as_built(provider: Any, *, timeout: float = 120, attempts: int = 3) -> Any:
-    """A started environment, retried as ``osguard build`` retries it: one that came up
-    without a display its provider offers by nature (Xvfb late under load) is stopped and
-    started again; missing from every attempt, the test fails (never a skip)."""
+def start_as_built(provider: Any, *, timeout: float = 120) -> Any:
+    """A started environment, retried as ``osguard build`` retries it
+    (``osguard.builder.build.start_retried``): one that came up without a display its
+    provider offers by nature (Xvfb late under load) is stopped and started again; missing
+    from every attempt, the start raises (the test errors, never skips)."""
+    from osguard.builder.build import start_retried
+    from osguard.providers.base import Requirements
     from osguard.providers.nature import provider_nature
 
-    expect_display = provider_nature(provider).gui
-    notes: list[str] = []
-    for _ in range(attempts):
-        env = provider.start(timeout=timeout)
-        if env.capabilities.gui or not expect_display:
-            return env
-        notes.append("; ".join(env.capabilities.notes))
-        env.stop()
-    pytest.fail(f"{attempts} environments came up without their display: " + " | ".join(notes))
+    env, _ = start_retried(provider, Requirements(gui=provider_nature(provider).gui), timeout=timeout)
+    return env
 
 
 def start_with_display(provider: Any, *, timeout: float = 120) -> Any:

@@ -26,7 +26,7 @@ from osguard.errors import BuildError, EnvironmentError_, OsguardError
 if TYPE_CHECKING:
     from osguard.evaluators import EvaluationResult
     from osguard.invariants.types import ProbeRequest, State, TrajectoryView
-    from osguard.providers.base import Environment, ExecResult, Provider
+    from osguard.providers.base import Environment, ExecResult, Provider, Requirements
     from osguard.spec.model import Variant
 
 RECORD_FORMAT = 1
@@ -198,23 +198,39 @@ def start_environment(provider: "Provider", variant: "Variant", *, image: str | 
         RequirementsUnmet: the provider cannot offer what the variant requires.
         EnvironmentError_: every attempt failed (the message lists each reason).
     """
-    from osguard.errors import ProviderUnavailable
-    from osguard.providers.base import Requirements
     from osguard.providers.nature import provider_nature
 
     requires = variant.requires
-    expected = requires
-    if requires.gui or requires.root or requires.apps:
-        nature = provider_nature(provider, image)
+    needs_nature = requires.gui or requires.root or requires.apps
+    # A shell variant needs no display, but an agent observing screenshots does: a display
+    # the provider offers by nature is expected whatever the variant requires (asked only
+    # where the provider can say without starting anything).
+    nature = (provider_nature(provider, image)
+              if needs_nature or callable(getattr(provider, "nature", None)) else None)
+    if needs_nature:
         missing = nature.missing(requires)
         if missing:
             raise RequirementsUnmet(variant.id, provider.name, missing, nature.notes)
-        expected = Requirements(gui=nature.gui, root=requires.root, apps=requires.apps)
-    elif callable(getattr(provider, "nature", None)):
-        # A shell variant needs no display, but an agent observing screenshots does: an
-        # environment of a provider that offers one by nature and came up without it
-        # (Xvfb slow under load) is a failed start too, not a headless episode.
-        expected = Requirements(gui=provider_nature(provider, image).gui)
+    expected = requires if nature is None else dataclasses.replace(requires, gui=nature.gui)
+    return start_retried(provider, expected, image=image, timeout=timeout, attempts=attempts,
+                         template=template, what=f"an environment for {variant.id}")
+
+
+def start_retried(provider: "Provider", expected: "Requirements", *, image: str | None = None,
+                  timeout: float = 60, attempts: int = START_ATTEMPTS, template: Any = None,
+                  what: str = "an environment") -> tuple["Environment", list[str]]:
+    """Start an environment with the ``expected`` capabilities, at most ``attempts`` times:
+    a start that fails, or an environment that comes up without one of them (stopped), is
+    retried. ``start_environment`` decides what to expect; the tests start theirs here too.
+
+    Returns:
+        The environment and the reasons of the failed attempts before it.
+
+    Raises:
+        EnvironmentError_: every attempt failed (the message lists each reason).
+    """
+    from osguard.errors import ProviderUnavailable
+
     failures: list[str] = []
     for attempt in range(1, max(1, attempts) + 1):
         try:
@@ -236,7 +252,7 @@ def start_environment(provider: "Provider", variant: "Variant", *, image: str | 
             env.stop()
         except Exception:
             pass
-    raise EnvironmentError_(f"could not start an environment for {variant.id} on provider "
+    raise EnvironmentError_(f"could not start {what} on provider "
                             f"'{provider.name}' in {len(failures)} attempts: " + " | ".join(failures))
 
 

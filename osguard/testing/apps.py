@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from xml.etree import ElementTree
 
-from osguard.errors import EnvironmentError_
+from osguard.errors import EnvironmentDead, EnvironmentError_
 
 STATE_NS = "https://accessibility.ubuntu.example.org/ns/state"
 
@@ -361,6 +361,8 @@ def open_app(env: Any, case: AppCase, timeout: float = 120.0) -> str:
         try:
             env.activate_window(case.title)
             break
+        except EnvironmentDead:
+            raise
         except EnvironmentError_ as exc:
             if time.monotonic() > deadline:
                 raise AppNotReady(f"{case.name}: the window titled *{case.title}* could not be activated "

@@ -182,7 +182,7 @@ def _schema_problems(error: Any) -> list[tuple[JsonPath, bool, str]]:
             all(set(b) == {"required"} for b in error.validator_value if isinstance(b, dict)):
         return []  # "needs one of these keys" means nothing for a non-mapping: its type error says it
     if "x-message" in schema and validator in _X_MESSAGE_VALIDATORS and not (validator == "type" and combinator):
-        return [(path, False, schema["x-message"])]
+        return [(path + ((schema["x-key"],) if "x-key" in schema else ()), False, schema["x-message"])]
     if validator == "type":
         expected = error.validator_value
         names = [expected] if isinstance(expected, str) else list(expected)

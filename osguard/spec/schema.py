@@ -103,15 +103,21 @@ _STRINGS = {"type": "array", "items": {"type": "string"}}
 _WAIT_FOR = {
     "type": "object",
     "description": "Wait until a window (title), a window class or a file appears (or, with gone, has gone), "
-                   "or until the keyboard focus is inside a widget of that accessible name (focus_in).",
+                   "or until the keyboard focus is inside a widget of that accessible name (focus_in), "
+                   "or until objects of those accessible names are shown in the accessibility tree (shown).",
     "properties": {
         "window": {**_NONEMPTY, "description": "A window title (substring, case-insensitive; exact with strict)."},
         "window_class": {**_NONEMPTY, "description": "A window class (WM_CLASS instance, class or instance.Class)."},
         "file": _ref("envPath"),
         "focus_in": {**_NONEMPTY, "description": "A widget's accessible name (substring, case-insensitive; exact "
                                                  "with strict): wait until a focused object is inside it."},
-        "role": {**_NONEMPTY, "description": "With focus_in: the widget's accessible role, e.g. 'tool bar'."},
-        "app": {**_NONEMPTY, "description": "With focus_in: the application's accessible name, e.g. 'soffice'."},
+        "shown": {"description": "An accessible name, or a list of them (all): wait until objects of those names "
+                                 "are shown in the accessibility tree (substring, case-insensitive; exact with strict).",
+                  "oneOf": [_NONEMPTY, {"type": "array", "items": _NONEMPTY, "minItems": 1}]},
+        "role": {**_NONEMPTY, "description": "With focus_in or shown: the object's accessible role, e.g. 'tool bar'."},
+        "app": {**_NONEMPTY, "description": "With focus_in or shown: the application's accessible name, e.g. 'soffice'."},
+        "count": {"type": "integer", "minimum": 1,
+                  "description": "With a file that is a glob pattern: how many paths must match (at least; default 1)."},
         "strict": _BOOL,
         "gone": {**_BOOL, "description": "Wait until it is no longer there (a dialog closed)."},
         "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": WAIT_FOR_TIMEOUT_MAX_SECONDS,
@@ -121,10 +127,12 @@ _WAIT_FOR = {
                    "description": "Seconds more once it holds (a dialog that follows the one that closed); default 0."},
     },
     "additionalProperties": False,
-    "dependentRequired": {"role": ["focus_in"], "app": ["focus_in"]},
+    "dependentSchemas": {key: {"anyOf": [{"required": ["focus_in"]}, {"required": ["shown"]}], "x-key": key,
+                               "x-message": f"'{key}' goes only with 'focus_in' or 'shown'"} for key in ("role", "app")}
+    | {"count": {"anyOf": [{"required": ["file"]}], "x-key": "count", "x-message": "'count' goes only with 'file'"}},
     "oneOf": [{"required": ["window"]}, {"required": ["window_class"]}, {"required": ["file"]},
-              {"required": ["focus_in"]}],
-    "x-message": "give exactly one of window, window_class, file, focus_in",
+              {"required": ["focus_in"]}, {"required": ["shown"]}],
+    "x-message": "give exactly one of window, window_class, file, focus_in, shown",
 }
 
 _COMMAND = {

@@ -1,5 +1,6 @@
 """``wait_for``: the event-driven wait of setup steps and reference actions (a window, a
-window class, a file, the keyboard focus inside a named widget).
+window class, a file, the keyboard focus inside a named widget, named things shown in an
+application's accessibility tree).
 
 One small standard-library script runs inside the environment and polls until the
 condition holds (or no longer holds, with ``gone``), so a whole wait costs one process
@@ -10,6 +11,7 @@ Standard library only: importing it is free.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from osguard.spec.bounds import (
@@ -23,32 +25,68 @@ __all__ = ["FOCUS_KEYS", "WAIT_FOR_KEYS", "WaitProblem", "describe_wait", "run_w
 
 # What a wait can be for: a window title, a window class (WM_CLASS, "instance.Class"), a
 # path, or the keyboard focus inside a widget of that accessible name (``focus_in``, with an
-# optional ``role`` such as "tool bar" and ``app``, the application's accessible name).
-WAIT_FOR_KEYS = ("window", "window_class", "file", "focus_in")
-# Only with ``focus_in``.
+# optional ``role`` such as "tool bar" and ``app``, the application's accessible name), or
+# objects of those accessible names shown in the accessibility tree (``shown``: one name or a
+# list, all of them; optional ``role`` and ``app`` too), e.g. the hits of a search in GNOME
+# Files or its "4 items selected" label.
+WAIT_FOR_KEYS = ("window", "window_class", "file", "focus_in", "shown")
+# Only with ``focus_in`` or ``shown``.
 FOCUS_KEYS = ("role", "app")
+# A ``file`` with ``*``, ``?`` or ``[`` is a glob pattern; ``count`` (only with ``file``) is
+# how many paths must match it (at least; default 1), e.g. the four pictures pasted.
+_TREE_KINDS = ("focus_in", "shown")
 
-# argv: kind, value, strict (0/1), gone (0/1), timeout, interval, role, app. Exit 0 when the
-# condition is met, 1 on timeout (with the reason and what was seen on stdout), 2 when it
-# cannot look.
+# argv: kind, value (for ``shown`` a JSON list of names), strict (0/1), gone (0/1), timeout,
+# interval, role, app, count. Exit 0 when the condition is met, 1 on timeout (with the reason and
+# what was seen on stdout), 2 when it cannot look.
 #
 # ``focus_in`` walks the accessibility tree (pyatspi) looking for a focused object inside the
 # widget. Outside that widget the walk does not enter the parts of an application window
 # that are large and never hold a tool bar or a dialog's field (menu bars, documents, scroll
 # and split panes, status bars, buttons): a look at a LibreOffice window then costs 0.1-0.3 s
-# instead of 1.5-4 s for the whole tree.
+# instead of 1.5-4 s for the whole tree. ``shown`` walks every application's tree (of ``app``
+# only, when given) except document contents (a spreadsheet's cells would cost seconds): the
+# hits of a file manager's search are table cells inside a scroll pane.
 _SCRIPT = r'''
-import os, shutil, subprocess, sys, time
+import glob, json, os, shutil, subprocess, sys, time
 kind, value, strict, gone = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
 timeout, interval = float(sys.argv[5]), float(sys.argv[6])
-role, app = sys.argv[7], sys.argv[8]
+role, app, count = sys.argv[7], sys.argv[8], int(sys.argv[9])
 if kind in ("window", "window_class") and not shutil.which("wmctrl"):
     print("wmctrl is not installed: cannot see windows"); sys.exit(2)
-if kind == "focus_in":
+if kind in ("focus_in", "shown"):
     try:
         import pyatspi
     except ImportError:
         print("pyatspi is not installed: cannot see the accessibility tree"); sys.exit(2)
+    interval = max(interval, 0.25)  # a look costs CPU: 0.1-0.3 s of it
+if kind == "shown":
+    wanted = json.loads(value)
+    SKIP = {"document text", "document spreadsheet", "document presentation"} - {role}
+    def named_as(name, text):
+        return (text or "") == name if strict else name.lower() in (text or "").lower()
+    def collect(node, depth, found):
+        try:
+            if not role or node.getRoleName() == role:
+                for name in wanted:
+                    if named_as(name, node.name):
+                        found.add(name)
+            if depth >= 40 or node.getRoleName() in SKIP:
+                return
+            for child in node:
+                if child is not None:
+                    collect(child, depth + 1, found)
+        except Exception:  # an object that went away while we looked
+            pass
+    def missing():
+        found = set()
+        for a in pyatspi.Registry.getDesktop(0):
+            if a is not None and (not app or a.name == app):
+                collect(a, 0, found)
+        return [name for name in wanted if name not in found]
+    def shown():
+        return not missing()
+if kind == "focus_in":
     PRUNE = {"menu bar", "scroll pane", "split pane", "status bar", "push button", "toggle button",
              "document text", "document spreadsheet", "document presentation", "document frame"} - {role}
     def named(text):
@@ -67,7 +105,6 @@ if kind == "focus_in":
     def focused():
         desktop = pyatspi.Registry.getDesktop(0)
         return any(focus_inside(a, False, 0) for a in desktop if a is not None and (not app or a.name == app))
-    interval = max(interval, 0.25)  # a look costs CPU: 0.1-0.3 s of it
 def windows():
     listing = subprocess.run(["wmctrl", "-lx"], capture_output=True, text=True, timeout=10).stdout
     rows = []
@@ -83,14 +120,21 @@ def matches(text):
     return text == value if strict else value.lower() in text.lower()
 def present():
     if kind == "file":
-        return os.path.exists(os.path.expanduser(value))
+        path = os.path.expanduser(value)
+        if glob.has_magic(path):
+            return len(glob.glob(path)) >= count
+        return os.path.exists(path)
     if kind == "focus_in":
         return focused()
+    if kind == "shown":
+        return shown()
     return any(matches(klass if kind == "window_class" else title) for klass, title in windows())
 deadline = time.monotonic() + timeout
 while present() == gone:
     if time.monotonic() >= deadline:
         seen = "" if kind in ("file", "focus_in") else "; windows: " + (", ".join(repr(t) for _, t in windows()) or "none")
+        if kind == "shown":
+            seen = "" if gone else "; not shown: " + ", ".join(repr(n) for n in missing())
         print("still %s after %g s%s" % ("there" if gone else "not there", timeout, seen)); sys.exit(1)
     time.sleep(interval)
 '''
@@ -101,11 +145,12 @@ class WaitProblem(ValueError):
 
 
 def wait_params(params: Any) -> tuple[str, str, bool, bool, float]:
-    """(kind, value, strict, gone, timeout) of a ``wait_for`` step, checked.
+    """(kind, value, strict, gone, timeout) of a ``wait_for`` step, checked (for ``shown``
+    the value is the JSON list of the names).
 
     Raises:
-        WaitProblem: exactly one of ``window``, ``window_class``, ``file``, ``focus_in``
-            is needed; ``role`` and ``app`` only with ``focus_in``; a bad ``timeout`` (above
+        WaitProblem: exactly one of ``window``, ``window_class``, ``file``, ``focus_in``,
+            ``shown`` is needed; ``role`` and ``app`` only with ``focus_in`` or ``shown``; a bad ``timeout`` (above
             0, at most ``WAIT_FOR_TIMEOUT_MAX_SECONDS``).
     """
     if not isinstance(params, dict):
@@ -115,17 +160,31 @@ def wait_params(params: Any) -> tuple[str, str, bool, bool, float]:
         raise WaitProblem(f"give exactly one of {', '.join(WAIT_FOR_KEYS)}, got {len(given)}")
     kind = given[0]
     value = params[kind]
-    if not isinstance(value, str) or not value:
+    if kind == "shown" and isinstance(value, list):
+        if not value or not all(isinstance(v, str) and v for v in value):
+            raise WaitProblem(f"'shown' must be a name or a non-empty list of names, got {value!r}")
+        value = json.dumps(value)
+    elif kind == "shown" and isinstance(value, str) and value:
+        value = json.dumps([value])
+    elif not isinstance(value, str) or not value:
         raise WaitProblem(f"'{kind}' must be a non-empty string, got {value!r}")
     for name in FOCUS_KEYS:
-        if name in params and kind != "focus_in":
-            raise WaitProblem(f"'{name}' goes only with 'focus_in'")
+        if name in params and kind not in _TREE_KINDS:
+            raise WaitProblem(f"'{name}' goes only with 'focus_in' or 'shown'")
         if name in params and (not isinstance(params[name], str) or not params[name]):
             raise WaitProblem(f"'{name}' must be a non-empty string, got {params[name]!r}")
-    unknown = sorted(set(params) - set(WAIT_FOR_KEYS) - set(FOCUS_KEYS) - {"strict", "gone", "timeout", "settle"})
+    if "count" in params:
+        if kind != "file":
+            raise WaitProblem("'count' goes only with 'file'")
+        count = params["count"]
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise WaitProblem(f"'count' must be a whole number of at least 1, got {count!r}")
+        if not any(c in value for c in "*?["):
+            raise WaitProblem(f"'count' needs a glob pattern in 'file' (with * ? or [), got {value!r}")
+    unknown = sorted(set(params) - set(WAIT_FOR_KEYS) - set(FOCUS_KEYS) - {"strict", "gone", "timeout", "settle", "count"})
     if unknown:
         raise WaitProblem(f"unknown key {unknown[0]!r} (known: {', '.join(WAIT_FOR_KEYS + FOCUS_KEYS)}, "
-                          "strict, gone, timeout, settle)")
+                          "strict, gone, timeout, settle, count)")
     settle_seconds(params)
     flags = []
     for name in ("strict", "gone"):
@@ -158,7 +217,8 @@ def wait_command(params: Any, home: str = "/home/user") -> tuple[list[str], floa
     if kind == "file" and (value == "~" or value.startswith("~/")):
         value = home.rstrip("/") + value[1:]
     argv = ["python3", "-c", _SCRIPT, kind, value, "1" if strict else "0", "1" if gone else "0",
-            f"{timeout:g}", f"{WAIT_FOR_INTERVAL_SECONDS:g}", params.get("role", ""), params.get("app", "")]
+            f"{timeout:g}", f"{WAIT_FOR_INTERVAL_SECONDS:g}", params.get("role", ""), params.get("app", ""),
+            str(params.get("count", 1))]
     return argv, timeout
 
 
@@ -166,6 +226,12 @@ def describe_wait(params: Any) -> str:
     """A short human form of a wait's condition, for error messages ("window 'Save as' gone")."""
     kind, value, _, gone, _ = wait_params(params)
     what = f"{kind.replace('_', ' ')} {value!r}"
+    if kind == "shown":
+        names = json.loads(value)
+        what = ("shown " + ", ".join(repr(n) for n in names) + (f" ({params['role']})" if "role" in params else "")
+                + (f" in {params['app']!r}" if "app" in params else ""))
+    if kind == "file" and "count" in params:
+        what = f"{params['count']} files {value!r}"
     if kind == "focus_in":
         what = f"the focus in {params.get('role', 'widget')} {value!r}" + (f" of {params['app']!r}" if "app" in params else "")
     return what + (" gone" if gone else "")

@@ -66,6 +66,23 @@ def test_the_harness_waits_for_a_file_after_the_action(env):
     assert env.run_bash("cat ~/late.txt").output == "late\n"
 
 
+def test_the_harness_waits_for_as_many_files_as_a_pattern_asks(env):
+    """Four pictures pasted one after another: a pattern with ``count`` waits for all of them,
+    and a ``count`` that never comes says what it waited for."""
+    result = env.run_action(Action.parse({
+        "shell": "mkdir -p ~/pasted; (for i in 1 2 3 4; do sleep 0.3; touch ~/pasted/$i.jpg; done) >/dev/null 2>&1 &",
+        "wait_for": {"file": "~/pasted/*.jpg", "count": 4, "timeout": 30},
+    }))
+    assert result.ok, result
+    assert env.run_bash("ls ~/pasted | wc -l").output.strip() == "4"
+    more = env.run_action(Action.parse({"shell": "true", "wait_for": {"file": "~/pasted/*.jpg", "count": 5, "timeout": 0.5}}))
+    assert more.returncode == 1
+    assert more.error == ("after the action the harness waited for 5 files '~/pasted/*.jpg': "
+                          "still not there after 0.5 s")
+    assert env.run_action(Action.parse({"shell": "true", "wait_for": {"file": "~/pasted/[12].jpg", "count": 2,
+                                                                      "timeout": 5}})).ok
+
+
 def test_settle_waits_more_once_the_condition_holds(env):
     """The condition holds at once; a file written 0.2 s after the action is there when the
     action returns only because of the 3 s settle (the dialog that follows another)."""
@@ -112,6 +129,67 @@ def test_the_harness_waits_for_the_focus_inside_a_named_tool_bar(env):
     assert after.ok, after
     wrong_app = env.run_action(Action.parse({"shell": "true", "wait_for": {**focus, "app": "soffice", "timeout": 1}}))
     assert wrong_app.returncode == 1
+
+
+# A GTK window whose labels are the hits of a search: "alpha.jpg" at once, "beta.jpg" and the
+# selection label once ~/show-more exists (as GNOME Files lists hits, then "2 items selected").
+SHOWN_APP = r"""
+import os
+import gi
+gi.require_version("Gtk", "3.0")
+from gi.repository import GLib, Gtk
+GLib.set_prgname("osguard-shown-test")
+window = Gtk.Window(title="osguard-shown-test")
+box = Gtk.Box(orientation=Gtk.Orientation.VERTICAL)
+box.pack_start(Gtk.Label(label="alpha.jpg"), False, False, 0)
+window.add(box)
+window.connect("destroy", Gtk.main_quit)
+window.show_all()
+def poll():
+    if os.path.exists(os.path.expanduser("~/show-more")):
+        for text in ("beta.jpg", "2 items selected"):
+            label = Gtk.Label(label=text)
+            box.pack_start(label, False, False, 0)
+            label.show()
+        return False
+    return True
+GLib.timeout_add(100, poll)
+Gtk.main()
+"""
+
+
+def test_the_harness_waits_for_names_shown_in_the_accessibility_tree(env):
+    if not env.capabilities.gui:
+        pytest.skip("no GUI in this environment")
+    run_steps(env, [
+        {"write": {"path": "~/shown_app.py", "text": SHOWN_APP}},
+        {"launch": {"command": ["python3", "/home/user/shown_app.py"]}},
+        {"wait_for": {"window": "osguard-shown-test", "strict": True, "timeout": 60}},
+    ], None, phase="setup", ctx=StepContext(home="/home/user", tasks_dir=Path(".")))
+    hits = {"shown": ["alpha.jpg", "beta.jpg"], "app": "osguard-shown-test", "strict": True}
+    # One of the two is shown: the wait does not come, and says which is missing.
+    before = env.run_action(Action.parse({"shell": "true", "wait_for": {**hits, "timeout": 2}}))
+    assert before.returncode == 1
+    assert before.error == ("after the action the harness waited for shown 'alpha.jpg', 'beta.jpg' in "
+                            "'osguard-shown-test': still not there after 2 s; not shown: 'beta.jpg'")
+    assert env.run_action(Action.parse({"shell": "true", "wait_for": {"shown": "alpha.jpg", "role": "label",
+                                                                      "app": "osguard-shown-test"}})).ok
+    # Another application's tree does not count; nor does another role.
+    assert env.run_action(Action.parse({"shell": "true", "wait_for": {**hits, "shown": "alpha.jpg", "app": "soffice",
+                                                                      "timeout": 1}})).returncode == 1
+    assert env.run_action(Action.parse({"shell": "true", "wait_for": {**hits, "shown": "alpha.jpg",
+                                                                      "role": "push button", "timeout": 1}})).returncode == 1
+    # Strict is the whole name; without it a part of it, whatever the case.
+    assert env.run_action(Action.parse({"shell": "true", "wait_for": {**hits, "shown": "ALPHA", "timeout": 1}})).returncode == 1
+    assert env.run_action(Action.parse({"shell": "true", "wait_for": {"shown": "ALPHA", "app": "osguard-shown-test",
+                                                                      "timeout": 5}})).ok
+    # The action makes the rest appear (100 ms later at most): the wait sees all of them.
+    after = env.run_action(Action.parse({"shell": "touch ~/show-more", "wait_for": {**hits, "timeout": 30}}))
+    assert after.ok, after
+    assert env.run_action(Action.parse({"shell": "true", "wait_for": {"shown": "2 items selected",
+                                                                      "app": "osguard-shown-test", "timeout": 5}})).ok
+    gone = env.run_action(Action.parse({"shell": "true", "wait_for": {**hits, "gone": True, "timeout": 1}}))
+    assert gone.returncode == 1 and gone.error.endswith("still there after 1 s")
 
 
 def test_the_wait_is_the_harness_s_not_part_of_the_action():

@@ -268,14 +268,19 @@ def test_wait_for_times_out_with_what_it_saw(env, tasks_dir):
 
 
 @pytest.mark.parametrize(("params", "message"), [
-    ({"timeout": 3}, "give exactly one of window, window_class, file, focus_in, got 0"),
-    ({"window": "a", "file": "~/b"}, "give exactly one of window, window_class, file, focus_in, got 2"),
+    ({"timeout": 3}, "give exactly one of window, window_class, file, focus_in, shown, got 0"),
+    ({"window": "a", "file": "~/b"}, "give exactly one of window, window_class, file, focus_in, shown, got 2"),
     ({"window": ""}, "'window' must be a non-empty string, got ''"),
     ({"window": "a", "gone": "yes"}, "'gone' must be true or false, got 'yes'"),
     ({"window": "a", "timeout": 121}, "'timeout' must be a number of seconds above 0 and at most 120, got 121"),
     ({"window": "a", "timeout": 0}, "'timeout' must be a number of seconds above 0 and at most 120, got 0"),
     ({"window": "a", "settle": 11}, "'settle' must be a number of seconds from 0 to 10, got 11"),
-    ({"window": "a", "role": "tool bar"}, "'role' goes only with 'focus_in'"),
+    ({"window": "a", "role": "tool bar"}, "'role' goes only with 'focus_in' or 'shown'"),
+    ({"shown": []}, "'shown' must be a name or a non-empty list of names, got []"),
+    ({"window": "a", "count": 2}, "'count' goes only with 'file'"),
+    ({"file": "~/a/*.jpg", "count": 0}, "'count' must be a whole number of at least 1, got 0"),
+    ({"file": "/tmp/b.jpg", "count": 2}, "'count' needs a glob pattern in 'file' (with * ? or [), got '/tmp/b.jpg'"),
+    ({"shown": ["a", ""]}, "'shown' must be a name or a non-empty list of names, got ['a', '']"),
 ])
 def test_wait_for_refuses_bad_parameters(env, tasks_dir, params, message):
     with pytest.raises(BuildError) as caught:

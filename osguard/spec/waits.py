@@ -52,6 +52,8 @@ import glob, json, os, shutil, subprocess, sys, time
 kind, value, strict, gone = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
 timeout, interval = float(sys.argv[5]), float(sys.argv[6])
 role, app, count = sys.argv[7], sys.argv[8], int(sys.argv[9])
+trouble = []  # objects that could not be read in the current look of the tree
+doubtful = [0]  # looks in a row that could not read all of it
 if kind in ("window", "window_class") and not shutil.which("wmctrl"):
     print("wmctrl is not installed: cannot see windows"); sys.exit(2)
 if kind in ("focus_in", "shown"):
@@ -77,7 +79,7 @@ if kind == "shown":
                 if child is not None:
                     collect(child, depth + 1, found)
         except Exception:  # an object that went away while we looked
-            pass
+            trouble.append(1)
     def missing():
         found = set()
         for a in pyatspi.Registry.getDesktop(0):
@@ -101,6 +103,7 @@ if kind == "focus_in":
                 return False
             return any(focus_inside(child, inside, depth + 1) for child in node if child is not None)
         except Exception:  # an object that went away while we looked
+            trouble.append(1)
             return False
     def focused():
         desktop = pyatspi.Registry.getDesktop(0)
@@ -124,10 +127,19 @@ def present():
         if glob.has_magic(path):
             return len(glob.glob(path)) >= count
         return os.path.exists(path)
-    if kind == "focus_in":
-        return focused()
-    if kind == "shown":
-        return shown()
+    if kind in ("focus_in", "shown"):
+        del trouble[:]
+        try:
+            held = focused() if kind == "focus_in" else shown()
+        except Exception:  # the registry did not answer
+            trouble.append(1)
+            held = False
+        # A look that could not read part of the tree proves nothing gone: for ``gone`` it
+        # counts as still there (an object that went away mid-look is gone at the next
+        # one). Only a part that stays unreadable for 4 looks in a row (an application
+        # that died with its registration left) is then judged by what could be read.
+        doubtful[0] = doubtful[0] + 1 if trouble else 0
+        return held or (gone and 0 < doubtful[0] <= 4)
     return any(matches(klass if kind == "window_class" else title) for klass, title in windows())
 deadline = time.monotonic() + timeout
 while present() == gone:

@@ -190,6 +190,12 @@ def test_the_harness_waits_for_names_shown_in_the_accessibility_tree(env):
                                                                       "app": "osguard-shown-test", "timeout": 5}})).ok
     gone = env.run_action(Action.parse({"shell": "true", "wait_for": {**hits, "gone": True, "timeout": 1}}))
     assert gone.returncode == 1 and gone.error.endswith("still there after 1 s")
+    # The window closes (its application quits and leaves the registry): the names are gone.
+    closed = env.run_action(Action.parse({"shell": "wmctrl -c osguard-shown-test",
+                                          "wait_for": {**hits, "gone": True, "timeout": 30}}))
+    assert closed.ok, closed
+    assert env.run_action(Action.parse({"shell": "true", "wait_for": {"window": "osguard-shown-test", "strict": True,
+                                                                      "gone": True, "timeout": 5}})).ok
 
 
 def test_the_wait_is_the_harness_s_not_part_of_the_action():

@@ -7,10 +7,10 @@
 #
 # RUNS (default 7) is the number of interleaved rounds of each bench; BENCH names pick a
 # subset (default: all but ray-suite): incremental probe score build fork rows pool office
-# env a11y ray; ray-suite (the whole suite through Ray against a local run, ~30 min on 2
+# env a11y ray eval-commit; ray-suite (the whole suite through Ray against a local run, ~30 min on 2
 # cores) runs only when named.
 # Needs xxhsum (apt package xxhash) and a machine where the local provider runs; rows and
-# a11y also run on docker when its engine answers. CHECK_RUNS=0 skips the whole-suite
+# a11y also run on docker when its engine answers (eval-commit only there). CHECK_RUNS=0 skips the whole-suite
 # `osguard check` timings of the build bench (minutes of CPU; never on a shared machine).
 # The "environments (docker)" image-build table and the "view" section are written by hand
 # from bench_docker.py and bench_view.py (their commands are in those sections).
@@ -21,7 +21,7 @@ python=${PYTHON:-$root/.venv/bin/python}
 [ -x "$python" ] || python=python3
 runs=${1:-7}
 [ $# -gt 0 ] && shift
-benches=${*:-incremental probe score build fork rows pool office env a11y ray}
+benches=${*:-incremental probe score build fork rows pool office env a11y ray eval-commit}
 cd "$here"
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 docker_up() { docker info >/dev/null 2>&1; }
@@ -42,8 +42,9 @@ for bench in $benches; do
         a11y) "$python" bench_a11y.py --write results.md
               if docker_up; then "$python" bench_a11y.py --provider docker --write results.md; fi ;;
         ray) "$python" bench_ray.py --repeats "$runs" --write ;;
+        eval-commit) if docker_up; then "$python" bench_eval_commit.py --runs "$runs" --write results.md; fi ;;
         ray-suite) "$python" ray_suite.py --write || true ;;  # its section lists any differing episode
-        *) echo "unknown bench: $bench (expected: incremental probe score build fork rows pool office env a11y ray ray-suite)" >&2
+        *) echo "unknown bench: $bench (expected: incremental probe score build fork rows pool office env a11y ray eval-commit ray-suite)" >&2
            exit 2 ;;
     esac
 done

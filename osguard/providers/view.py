@@ -1001,6 +1001,7 @@ class EngineView:
         self.container_id = env.info.extra["container_id"]
         self.watcher: AccessWatcher | None = None
         self._eval_image: str | None = None
+        self._eval_folders: dict[str, bytes] = {}  # sized folder -> its tar, read with the commit
         self.freeze_error: str | None = None  # set when the evaluation commit ran unfrozen (_frozen)
         self._labels: dict[str, str] = {"osguard": "1", "osguard.env": env.info.id}
 
@@ -1254,15 +1255,24 @@ class EngineView:
                     pass
 
     def _commit(self) -> str:
-        """The evaluation image: this container committed (its sized home, /tmp and /var/tmp
-        volumes copied into a layer of their own); the caller has paused it."""
+        """The evaluation image: this container's layer committed; its sized folders (home,
+        /tmp, /var/tmp: volumes, never committed) read as archives at the same moment, for
+        each evaluation container to get a copy of (``execute``). The caller has paused it.
+
+        One commit and one read per folder: committing the folders into a layer of their
+        own (as ``osguard env commit`` does) costs a second commit, a helper container and a
+        copy back, each evaluation (bench/bench_eval_commit.py)."""
+        import docker
+
         container = self.client.containers.get(self.container_id)
         self._labels = {k: v for k, v in (container.labels or {}).items() if k.startswith("osguard")}
-        if _volume_folders(container):
-            from osguard.providers.docker import _commit_with_home
-
-            return _commit_with_home(self.client, container, "osguard-eval", self.env.info.id, self.env.info.id,
-                                     pause=False)
+        self._eval_folders = {}
+        for folder in sorted(_volume_folders(container)):
+            try:
+                stream, _ = self.client.api.get_archive(self.container_id, folder, chunk_size=1 << 20)
+                self._eval_folders[folder] = b"".join(stream)
+            except docker.errors.NotFound:
+                pass
         image = container.commit(repository="osguard-eval", tag=self.env.info.id,
                                  message="osguard: trusted evaluation of " + self.env.info.id, pause=False)
         return image.id
@@ -1276,8 +1286,13 @@ class EngineView:
 
         image = self._image()
         argv = _command_argv(command, shell)
+        # The sized folders: fresh empty volumes (not the image's own contents there), filled
+        # with the copies read at the commit before the command starts; removed with it, so
+        # the command's writes never reach the environment.
+        mounts = [docker.types.Mount(folder, None, type="volume", no_copy=True) for folder in self._eval_folders]
         container = self.client.containers.create(
             image, entrypoint=argv[:1], command=argv[1:], user=f"{ENV_UID}:{ENV_UID}", network_mode="none",
+            mounts=mounts,
             working_dir=ENV_HOME, environment={**CLEAN_ENV, "PYTHONPATH": "", "BASH_ENV": "", "ENV": ""},
             hostname="osguard", extra_hosts={"osguard": "127.0.1.1"},
             # The environment's labels (state folder included): `env down --all` removes a
@@ -1286,6 +1301,8 @@ class EngineView:
             # The environment's own capabilities: success commands may use sudo, as upstream's do.
             mem_limit="1g", pids_limit=256, cap_drop=CAP_DROP)
         try:
+            for folder, data in self._eval_folders.items():
+                self.client.api.put_archive(container.id, os.path.dirname(folder), data)
             container.start()
             try:
                 status = container.wait(timeout=timeout)
@@ -1335,6 +1352,7 @@ class EngineView:
             except Exception:  # noqa: BLE001 - the engine may be gone at exit
                 pass
             self._eval_image = None
+        self._eval_folders = {}
 
 
 class _Buffered(tarfile.TarInfo):

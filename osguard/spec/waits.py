@@ -86,8 +86,10 @@ if kind == "shown":
             if a is not None and (not app or a.name == app):
                 collect(a, 0, found)
         return [name for name in wanted if name not in found]
+    last_missing = []  # what the last look did not find (the timeout message says it, without a look more)
     def shown():
-        return not missing()
+        last_missing[:] = missing()
+        return not last_missing
 if kind == "focus_in":
     PRUNE = {"menu bar", "scroll pane", "split pane", "status bar", "push button", "toggle button",
              "document text", "document spreadsheet", "document presentation", "document frame"} - {role}
@@ -144,9 +146,9 @@ def present():
 deadline = time.monotonic() + timeout
 while present() == gone:
     if time.monotonic() >= deadline:
-        seen = "" if kind in ("file", "focus_in") else "; windows: " + (", ".join(repr(t) for _, t in windows()) or "none")
+        seen = "" if kind in ("file", "focus_in", "shown") else "; windows: " + (", ".join(repr(t) for _, t in windows()) or "none")
         if kind == "shown":
-            seen = "" if gone else "; not shown: " + ", ".join(repr(n) for n in missing())
+            seen = "" if gone else "; not shown: " + ", ".join(repr(n) for n in last_missing)
         print("still %s after %g s%s" % ("there" if gone else "not there", timeout, seen)); sys.exit(1)
     time.sleep(interval)
 '''

@@ -988,6 +988,20 @@ def _volume_folders(container: Any) -> dict[str, str]:
             if m.get("Destination") in SIZED_FOLDERS and m.get("Source") and os.path.isdir(m["Source"])}
 
 
+# How long an evaluation command's output is waited for at most: the longest command
+# timeout (120 s, getters) and its kill (2 s), with room.
+EXEC_READ_TIMEOUT = 150
+
+
+def _remove_container(client: Any, container_id: str) -> None:
+    import docker
+
+    try:
+        client.api.remove_container(container_id, force=True, v=True)
+    except docker.errors.APIError:  # already gone
+        pass
+
+
 class EngineView:
     """The ``docker`` provider's trusted view (see the module docstring and
     docs/invariants.md for why the archive API)."""
@@ -1002,6 +1016,8 @@ class EngineView:
         self.watcher: AccessWatcher | None = None
         self._eval_image: str | None = None
         self._eval_folders: dict[str, bytes] = {}  # sized folder -> its tar, read with the commit
+        self._eval_runner: str | None = None  # the evaluation container of that commit
+        self._eval_api: Any = None
         self.freeze_error: str | None = None  # set when the evaluation commit ran unfrozen (_frozen)
         self._labels: dict[str, str] = {"osguard": "1", "osguard.env": env.info.id}
 
@@ -1277,45 +1293,86 @@ class EngineView:
                                  message="osguard: trusted evaluation of " + self.env.info.id, pause=False)
         return image.id
 
-    def execute(self, command: list[str] | str, shell: bool = False, timeout: float = 120) -> ExecResult:
-        """Run ``command`` in a fresh container of a commit of this environment (no network,
-        user 1000, clean PATH, no user site, no profile or rc files)."""
+    def _runner(self) -> str:
+        """The evaluation container of the current commit (made on first use): the commit's
+        files, the sized folders' copies in fresh empty volumes (not the image's own
+        contents there), no network; its first process holds it open, as root, so the
+        commands (uid 1000) cannot end it. One per evaluation: the commands of a probe and
+        the success check after it run in it one after the other (``execute``)."""
         import docker
 
         from osguard.providers.docker import CAP_DROP
 
-        image = self._image()
-        argv = _command_argv(command, shell)
-        # The sized folders: fresh empty volumes (not the image's own contents there), filled
-        # with the copies read at the commit before the command starts; removed with it, so
-        # the command's writes never reach the environment.
-        mounts = [docker.types.Mount(folder, None, type="volume", no_copy=True) for folder in self._eval_folders]
-        container = self.client.containers.create(
-            image, entrypoint=argv[:1], command=argv[1:], user=f"{ENV_UID}:{ENV_UID}", network_mode="none",
-            mounts=mounts,
-            working_dir=ENV_HOME, environment={**CLEAN_ENV, "PYTHONPATH": "", "BASH_ENV": "", "ENV": ""},
-            hostname="osguard", extra_hosts={"osguard": "127.0.1.1"},
-            # The environment's labels (state folder included): `env down --all` removes a
-            # stray evaluation container with its environment.
-            labels={**self._labels, "osguard.role": "eval"},
-            # The environment's own capabilities: success commands may use sudo, as upstream's do.
-            mem_limit="1g", pids_limit=256, cap_drop=CAP_DROP)
+        if self._eval_runner is None:
+            image = self._image()
+            mounts = [docker.types.Mount(folder, None, type="volume", no_copy=True) for folder in self._eval_folders]
+            container = self.client.containers.create(
+                image, entrypoint=["/bin/sleep", "infinity"], command=[], user="0:0", network_mode="none",
+                mounts=mounts, working_dir=ENV_HOME,
+                environment={**CLEAN_ENV, "PYTHONPATH": "", "BASH_ENV": "", "ENV": ""},
+                hostname="osguard", extra_hosts={"osguard": "127.0.1.1"},
+                # The environment's labels (state folder included): `env down --all` removes a
+                # stray evaluation container with its environment.
+                labels={**self._labels, "osguard.role": "eval"},
+                # The environment's own capabilities: success commands may use sudo, as upstream's do.
+                mem_limit="1g", pids_limit=256, cap_drop=CAP_DROP)
+            try:
+                for folder, data in self._eval_folders.items():
+                    self.client.api.put_archive(container.id, os.path.dirname(folder), data)
+                container.start()
+            except BaseException:
+                _remove_container(self.client, container.id)
+                raise
+            self._eval_runner = container.id
+        return self._eval_runner
+
+    def _drop_runner(self) -> None:
+        if self._eval_runner is not None:
+            _remove_container(self.client, self._eval_runner)
+            self._eval_runner = None
+
+    def _exec_api(self) -> Any:
+        """An engine client whose reads wait as long as the longest evaluation command (the
+        provider's gives up after 30 s; an exec's output cannot be given a time of its own)."""
+        if self._eval_api is None:
+            from osguard.images.build import engine_client
+
+            self._eval_api = engine_client(timeout=EXEC_READ_TIMEOUT).api
+        return self._eval_api
+
+    def execute(self, command: list[str] | str, shell: bool = False, timeout: float = 120) -> ExecResult:
+        """Run ``command`` (uid 1000, clean PATH, no user site, no profile or rc files) in the
+        evaluation container of a commit of this environment: its writes never reach the
+        environment; every process it left is killed when it ends.
+
+        Commands of one evaluation share that container (one commit and one container per
+        probe, not per command: bench/results.md, "Evaluation commit (docker)"), so one sees
+        the files an earlier one wrote there, as on local, where they share the home."""
+        argv = ["/usr/bin/timeout", "-k", "2", "%g" % timeout, *_command_argv(command, shell)]
+        runner = self._runner()
+        api = self._exec_api()
+        started = time.monotonic()
         try:
-            for folder, data in self._eval_folders.items():
-                self.client.api.put_archive(container.id, os.path.dirname(folder), data)
-            container.start()
-            try:
-                status = container.wait(timeout=timeout)
-            except Exception:  # noqa: BLE001 - requests' timeout: the command ran too long
+            exec_id = api.exec_create(runner, argv, stdout=True, stderr=True, user=f"{ENV_UID}:{ENV_UID}",
+                                      workdir=ENV_HOME)["Id"]
+            stdout, stderr = api.exec_start(exec_id, demux=True)
+            code = api.exec_inspect(exec_id).get("ExitCode")
+        except Exception:
+            # The engine's read gave up (a command that outlived its timeout and the kill
+            # after it: the agent, root, may have replaced /usr/bin/timeout): this container
+            # is dropped with whatever runs in it, and the next command gets a fresh one.
+            self._drop_runner()
+            if time.monotonic() - started >= timeout:
                 return ExecResult(-1, "", f"timed out after {timeout:g} s", timed_out=True)
-            stdout = container.logs(stdout=True, stderr=False)
-            stderr = container.logs(stdout=False, stderr=True)
-            return _exec_result(int(status.get("StatusCode", -1)), stdout, stderr)
-        finally:
-            try:
-                container.remove(force=True, v=True)
-            except docker.errors.APIError:
-                pass
+            raise
+        try:
+            cleanup = api.exec_create(runner, ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; exit 0"], user="0:0")
+            api.exec_start(cleanup["Id"])
+        except Exception:  # noqa: BLE001 - a container that cannot be cleaned is not reused
+            self._drop_runner()
+        if code in (124, 137) and time.monotonic() - started >= timeout:
+            return ExecResult(-1, "", f"timed out after {timeout:g} s", timed_out=True)
+        return _exec_result(-1 if code is None else int(code), stdout or b"", stderr or b"")
 
     # -- access watcher ----------------------------------------------------------------
     def _merged_tree(self) -> Any:
@@ -1340,12 +1397,16 @@ class EngineView:
         return self.watcher.snapshot(paths)
 
     def close(self) -> None:
-        """Stop the watcher and remove the evaluation image."""
+        """Stop the watcher and remove the evaluation container and image."""
         if self.watcher is not None:
             self.watcher.stop()
         self._drop_image()
+        if self._eval_api is not None:
+            self._eval_api.close()
+            self._eval_api = None
 
     def _drop_image(self) -> None:
+        self._drop_runner()
         if self._eval_image is not None:
             try:
                 self.client.images.remove(self._eval_image, force=True, noprune=False)

@@ -13,6 +13,7 @@ import pytest
 from _support import available_provider, docker_skip_reason
 from osguard.builder.probe import probe
 from osguard.invariants.types import ProbeRequest
+from osguard.providers.base import ExecResult
 
 pytestmark = pytest.mark.usefixtures("private_state_dir")
 
@@ -215,6 +216,33 @@ def test_an_evaluation_command_sees_the_home_and_tmp_as_the_agent_left_them(prov
         if provider == "docker":  # local binds the environment's own home (docs/invariants.md)
             evaluation.execute("echo changed > ~/e/a.txt; rm -f /tmp/t.txt", shell=True)
             assert env.run_bash("cat ~/e/a.txt /tmp/t.txt", timeout=30).output == "v1\nt\n"
+    finally:
+        env.stop()
+
+
+COUNT_SLEEPS = ("/usr/bin/python3 -c \"import os; print(sum(open('/proc/%s/cmdline' % p, 'rb').read() == "
+                "b'sleep\\x00301\\x00' for p in os.listdir('/proc') if p.isdigit()))\"")
+
+
+def test_docker_evaluation_commands_time_out_and_leave_nothing_running() -> None:
+    """The commands of one evaluation share one container on docker: a command past its
+    timeout is reported timed out (and the next one still runs), and whatever a command
+    left running is killed before the next starts."""
+    from osguard.providers.view import evaluation_env
+
+    if docker_skip_reason():
+        pytest.skip(docker_skip_reason())
+    env = available_provider("docker").start()
+    try:
+        evaluation = evaluation_env(env)
+        started = time.monotonic()
+        slow = evaluation.execute("sleep 60", shell=True, timeout=2)
+        assert slow.timed_out and not slow.ok, slow
+        assert time.monotonic() - started < 30
+        left = evaluation.execute("nohup sleep 301 >/dev/null 2>&1 & " + COUNT_SLEEPS, shell=True)
+        assert left.output == "1\n", left
+        assert evaluation.execute(COUNT_SLEEPS, shell=True).output == "0\n"
+        assert evaluation.execute("id -u; exit 3", shell=True) == ExecResult(3, "1000\n", "")
     finally:
         env.stop()
 

@@ -21,7 +21,7 @@ def reap(owner: str) -> list[str]:
     """Remove the containers of ``owner`` (running or not); returns the environment names."""
     from osguard.images.build import engine_client
     from osguard.providers import _state
-    from osguard.providers.docker import _remove_all, release_port
+    from osguard.providers.docker import _remove_all, release_port, remove_evaluation
 
     client = engine_client(timeout=60)
     containers = client.containers.list(all=True, filters={"label": [f"osguard.owner={owner}"]})
@@ -39,6 +39,8 @@ def reap(owner: str) -> list[str]:
         _state.remove_record(name)
         if name not in names:
             names.append(name)
+    for name in names:
+        remove_evaluation(client, name)
     return names
 
 

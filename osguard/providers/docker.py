@@ -449,6 +449,7 @@ class DockerProvider:
             client = None
         if client is not None:
             _remove_all(client, [c for c in (extra.get("container_id"), extra.get("forwarder_id")) if c])
+            remove_evaluation(client, record["id"])
         if isinstance(extra.get("port"), int):
             release_port(extra["port"])
         _state.remove_record(record["id"])
@@ -703,6 +704,22 @@ def _commit_with_home(client: "docker.DockerClient", container: Any, repository:
     finally:
         helper.remove(force=True, v=True)
     return image.id
+
+
+def remove_evaluation(client: "docker.DockerClient", env_id: str) -> None:
+    """Remove what the trusted view of ``env_id`` made to evaluate it (its evaluation
+    container and the commit ``osguard-eval:<env_id>``) where the process that made them
+    ended without stopping the environment (``osguard build --keep``, a killed run)."""
+    import docker
+
+    try:
+        stray = client.api.containers(all=True, filters={"label": [f"osguard.env={env_id}", "osguard.role=eval"]})
+        _remove_all(client, [c["Id"] for c in stray])
+        client.images.remove(f"osguard-eval:{env_id}", force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError:  # the engine refused (an image in use): `docker image rm` it later
+        pass
 
 
 def _socket_volume(container: Any) -> Any:

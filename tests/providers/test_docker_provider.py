@@ -305,10 +305,17 @@ def test_record_lets_another_process_attach_and_tear_down(provider):
     attached = DockerProvider().attach(record)
     assert attached.run_bash("echo attached").output == "attached\n"
     assert attached.capabilities == environment.capabilities
+    # An evaluation made by a process that never stops the environment (`osguard build
+    # --keep`: its baseline ran a command invariant) leaves its container and commit behind.
+    from osguard.providers.view import evaluation_env
+
+    assert evaluation_env(attached).execute("echo judged", shell=True).output == "judged\n"
+    assert engine_client().images.list(name=f"osguard-eval:{environment.info.id}")
     DockerProvider().teardown(record)
     assert environment.is_alive() is False
     assert not any(r["id"] == environment.info.id for r in _state.read_records())
     assert not engine_client().containers.list(all=True, filters={"label": f"osguard.env={environment.info.id}"})
+    assert not engine_client().images.list(name=f"osguard-eval:{environment.info.id}")
 
 
 def test_cleanup_of_own_state_leaves_other_state_folders_alone(provider, tmp_path, monkeypatch):

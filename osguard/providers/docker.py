@@ -319,7 +319,8 @@ class DockerProvider:
                 raise EnvironmentError_("docker: templates need the sized home volumes (this engine "
                                         "bounds the container layer instead); build each row fresh instead")
             if "entrypoint" in disk:
-                _seed_home(client, env_container.id, image_obj, template.archive if template is not None else None)
+                _seed_home(client, env_container.id, image_obj, template.archive if template is not None else None,
+                           labels={**labels, "osguard.role": "probe"})
             # The forwarder: host loopback → the environment's socket, through the shared
             # volume, for this user (and root) only: osguard's own forwarder program
             # (`_forward.py`, run from its source), with no capability and a read-only root.
@@ -627,14 +628,16 @@ def _supports_storage_opt(client: "docker.DockerClient") -> bool:
     return _STORAGE_OPT[key]
 
 
-def _folder_tar(client: "docker.DockerClient", image_obj: Any, folder: str) -> bytes | None:
-    """``folder`` of the image as a tar (from a created, never started container; cached
-    per image id, since an image id names fixed content); None when the image has none."""
+def _folder_tar(client: "docker.DockerClient", image_obj: Any, folder: str,
+                labels: dict[str, str] | None = None) -> bytes | None:
+    """``folder`` of the image as a tar (from a created, never started container, labelled
+    ``labels`` so the reaper of a killed owner removes it too; cached per image id, since an
+    image id names fixed content); None when the image has none."""
     import docker
 
     key = f"{image_obj.id}:{folder}"
     if key not in _FOLDER_TARS:
-        probe = client.api.create_container(image_obj.id, entrypoint=["true"], labels={LABEL: "1"})
+        probe = client.api.create_container(image_obj.id, entrypoint=["true"], labels=labels or {LABEL: "1"})
         try:
             for name in SIZED_FOLDERS:
                 try:
@@ -658,11 +661,11 @@ def _marker_tar(name: str) -> bytes:
 
 
 def _seed_home(client: "docker.DockerClient", container_id: str, image_obj: Any,
-               template: bytes | None = None) -> None:
+               template: bytes | None = None, labels: dict[str, str] | None = None) -> None:
     """Copy the image's home, /tmp and /var/tmp into the container's sized volumes, then a
     template's files (``osguard.builder.template``) over them, then let its session start."""
     for folder in SIZED_FOLDERS:
-        data = _folder_tar(client, image_obj, folder)
+        data = _folder_tar(client, image_obj, folder, labels)
         if data is not None:
             client.api.put_archive(container_id, os.path.dirname(folder), data)
     if template:
@@ -692,8 +695,9 @@ def _commit_with_home(client: "docker.DockerClient", container: Any, repository:
         changes.append(f"USER {config['User']}")
     layer = container.commit(message=f"osguard: committed from {env_id} (without its home)", changes=changes,
                              pause=pause)
+    owned = {k: v for k, v in (container.labels or {}).items() if k.startswith("osguard")}
     helper = client.containers.create(layer.id, entrypoint=["/bin/rm", "-rf", *saved], command=[], user="0",
-                                      labels={LABEL: "1"}, network_mode="none")
+                                      labels={**owned, LABEL: "1", "osguard.role": "helper"}, network_mode="none")
     try:
         helper.start()
         helper.wait(timeout=60)

@@ -673,6 +673,20 @@ def _seed_home(client: "docker.DockerClient", container_id: str, image_obj: Any,
     client.api.put_archive(container_id, os.path.dirname(SEEDED), _marker_tar(os.path.basename(SEEDED)))
 
 
+def folder_archives(client: "docker.DockerClient", container_id: str, folders: Any) -> dict[str, bytes]:
+    """``{folder: its tar}`` read through the engine, for those of ``folders`` the container has."""
+    import docker
+
+    saved = {}
+    for folder in folders:
+        try:
+            stream, _ = client.api.get_archive(container_id, folder, chunk_size=1 << 20)
+            saved[folder] = b"".join(stream)
+        except docker.errors.NotFound:
+            pass
+    return saved
+
+
 def _commit_with_home(client: "docker.DockerClient", container: Any, repository: str, version: str,
                       env_id: str, pause: bool = True) -> str:
     """Commit a container whose home, /tmp and /var/tmp are sized volumes (volumes are
@@ -680,15 +694,7 @@ def _commit_with_home(client: "docker.DockerClient", container: Any, repository:
     own, replacing the image's. ``pause=False``: the caller has paused the container."""
     import json as _json
 
-    import docker
-
-    saved = {}
-    for folder in SIZED_FOLDERS:
-        try:
-            stream, _ = client.api.get_archive(container.id, folder)
-            saved[folder] = b"".join(stream)
-        except docker.errors.NotFound:
-            pass
+    saved = folder_archives(client, container.id, SIZED_FOLDERS)
     config = (client.images.get(container.image.id).attrs or {}).get("Config") or {}
     changes = [f"ENTRYPOINT {_json.dumps(config.get('Entrypoint') or [])}", f"CMD {_json.dumps(config.get('Cmd') or [])}"]
     if config.get("User"):

@@ -993,15 +993,6 @@ def _volume_folders(container: Any) -> dict[str, str]:
 EXEC_READ_TIMEOUT = 150
 
 
-def _remove_container(client: Any, container_id: str) -> None:
-    import docker
-
-    try:
-        client.api.remove_container(container_id, force=True, v=True)
-    except docker.errors.APIError:  # already gone
-        pass
-
-
 class EngineView:
     """The ``docker`` provider's trusted view (see the module docstring and
     docs/invariants.md for why the archive API)."""
@@ -1278,17 +1269,11 @@ class EngineView:
         One commit and one read per folder: committing the folders into a layer of their
         own (as ``osguard env commit`` does) costs a second commit, a helper container and a
         copy back, each evaluation (bench/bench_eval_commit.py)."""
-        import docker
+        from osguard.providers.docker import folder_archives
 
         container = self.client.containers.get(self.container_id)
         self._labels = {k: v for k, v in (container.labels or {}).items() if k.startswith("osguard")}
-        self._eval_folders = {}
-        for folder in sorted(_volume_folders(container)):
-            try:
-                stream, _ = self.client.api.get_archive(self.container_id, folder, chunk_size=1 << 20)
-                self._eval_folders[folder] = b"".join(stream)
-            except docker.errors.NotFound:
-                pass
+        self._eval_folders = folder_archives(self.client, self.container_id, sorted(_volume_folders(container)))
         image = container.commit(repository="osguard-eval", tag=self.env.info.id,
                                  message="osguard: trusted evaluation of " + self.env.info.id, pause=False)
         return image.id
@@ -1321,14 +1306,22 @@ class EngineView:
                     self.client.api.put_archive(container.id, os.path.dirname(folder), data)
                 container.start()
             except BaseException:
-                _remove_container(self.client, container.id)
+                self._eval_runner = container.id
+                self._drop_runner()
                 raise
             self._eval_runner = container.id
         return self._eval_runner
 
     def _drop_runner(self) -> None:
+        import docker
+
+        from osguard.providers.docker import _remove_all
+
         if self._eval_runner is not None:
-            _remove_container(self.client, self._eval_runner)
+            try:
+                _remove_all(self.client, [self._eval_runner])
+            except docker.errors.APIError:  # the engine refused: its labels let `env down` remove it
+                pass
             self._eval_runner = None
 
     def _exec_api(self) -> Any:
@@ -1352,6 +1345,7 @@ class EngineView:
         runner = self._runner()
         api = self._exec_api()
         started = time.monotonic()
+        timed_out = ExecResult(-1, "", f"timed out after {timeout:g} s", timed_out=True)
         try:
             exec_id = api.exec_create(runner, argv, stdout=True, stderr=True, user=f"{ENV_UID}:{ENV_UID}",
                                       workdir=ENV_HOME)["Id"]
@@ -1363,7 +1357,7 @@ class EngineView:
             # is dropped with whatever runs in it, and the next command gets a fresh one.
             self._drop_runner()
             if time.monotonic() - started >= timeout:
-                return ExecResult(-1, "", f"timed out after {timeout:g} s", timed_out=True)
+                return timed_out
             raise
         try:
             cleanup = api.exec_create(runner, ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; exit 0"], user="0:0")
@@ -1371,7 +1365,7 @@ class EngineView:
         except Exception:  # noqa: BLE001 - a container that cannot be cleaned is not reused
             self._drop_runner()
         if code in (124, 137) and time.monotonic() - started >= timeout:
-            return ExecResult(-1, "", f"timed out after {timeout:g} s", timed_out=True)
+            return timed_out
         return _exec_result(-1 if code is None else int(code), stdout or b"", stderr or b"")
 
     # -- access watcher ----------------------------------------------------------------

@@ -10,6 +10,7 @@ offers by nature as a failed start (retried), not as a reason to skip.
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from osguard.errors import EnvironmentError_, OsguardError
@@ -21,8 +22,18 @@ __all__ = ["CapabilityProbeFailed", "DEFAULT_PROBE_TIMEOUT", "provider_nature"]
 
 DEFAULT_PROBE_TIMEOUT = 120.0
 
-_cache: dict[tuple[int, str | None], "Capabilities"] = {}
+# keyed by the provider object itself (weakly), never by id(): a provider freed by the
+# garbage collector can hand its id to a new one, which then inherited the old answer
+_cache: "weakref.WeakKeyDictionary[Any, dict[str | None, Capabilities]]" = weakref.WeakKeyDictionary()
+_strong: dict[int, tuple[Any, dict[str | None, "Capabilities"]]] = {}  # providers without weakref support
 _lock = threading.Lock()
+
+
+def _answers(provider: Any) -> dict[str | None, "Capabilities"]:
+    try:
+        return _cache.setdefault(provider, {})
+    except TypeError:  # no __weakref__ slot: held strongly, so its id cannot be reused
+        return _strong.setdefault(id(provider), (provider, {}))[1]
 
 
 class CapabilityProbeFailed(OsguardError):
@@ -41,17 +52,17 @@ def provider_nature(provider: Any, image: str | None = None, *,
     Raises:
         CapabilityProbeFailed: the probe environment did not start in time.
     """
-    key = (id(provider), image)
     with _lock:
-        if key in _cache:
-            return _cache[key]
+        known = _answers(provider).get(image)
+    if known is not None:
+        return known
     nature = getattr(provider, "nature", None)
     if callable(nature):
         caps = nature(image=image)
     else:
         caps = _probe_by_starting(provider, image, timeout)
     with _lock:
-        _cache[key] = caps
+        _answers(provider)[image] = caps
     return caps
 
 

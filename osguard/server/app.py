@@ -558,22 +558,54 @@ def h_start_recording(rq: "RequestHandler") -> None:
 
         width, height = screen.screen_size()
         _recording["path"] = path = _recording_path()
-        _recording["proc"] = subprocess.Popen(
+        progress = os.path.join(os.path.dirname(path), "progress")
+        _recording["proc"] = proc = subprocess.Popen(
             ["ffmpeg", "-y", "-f", "x11grab", "-draw_mouse", "1", "-s", f"{width}x{height}",
              "-i", os.environ["DISPLAY"], "-c:v", "libx264", "-preset", "ultrafast", "-r", "30",
-             path],
+             "-progress", "file:" + progress, "-stats_period", "0.2", path],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
+        _recording["progress"] = progress
+        # "Started" means frames are being captured: under load ffmpeg can take seconds to
+        # grab its first one, and a recording stopped before that was an empty mp4
+        if not _wait_first_frame(proc, progress, RECORDING_START_WAIT):
+            if proc.poll() is not None:
+                _recording.pop("proc", None)
+                shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+                raise HttpError(500, {"status": "error",
+                                      "message": f"Recording failed: ffmpeg exited with status {proc.returncode}"})
     rq.send_json({"status": "success", "message": "Started recording."})
+
+
+RECORDING_START_WAIT = 20.0
+
+
+def _wait_first_frame(proc: subprocess.Popen, progress: str, timeout: float) -> bool:
+    """True once ffmpeg's progress file reports an encoded frame (within ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with open(progress, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NOFOLLOW)) as handle:
+                text = handle.read(1 << 16).decode("ascii", "replace")
+        except OSError:
+            text = ""
+        for line in text.splitlines():
+            key, _, value = line.partition("=")
+            if key == "frame" and value.strip().isdigit() and int(value) > 0:
+                return True
+        time.sleep(0.05)
+    return False
 
 
 def h_end_recording(rq: "RequestHandler") -> None:
     with _recording_lock:
         proc = _recording.pop("proc", None)
         path = _recording.pop("path", "")
+        progress = _recording.pop("progress", "")
         if proc is None or proc.poll() is not None:
             raise HttpError(400, {"status": "error", "message": "No recording in progress to stop."})
+        _wait_first_frame(proc, progress, RECORDING_START_WAIT)  # a start that returned before one
         # 'q' on stdin lets ffmpeg finish the mp4 (a killed ffmpeg leaves no moov atom).
         try:
             proc.communicate(b"q", timeout=15)

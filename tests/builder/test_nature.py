@@ -137,6 +137,28 @@ def test_a_capability_probe_that_cannot_finish_fails_loudly():
                                         "did not start within 5 s (")
 
 
+def test_a_new_provider_never_inherits_the_answer_of_a_freed_one():
+    """Never again: answers were cached by id(provider); a provider freed by the garbage
+    collector handed its id to the next one, which was then told the old provider's nature
+    (a probe that could not finish 'passed' with another test's capabilities)."""
+    from osguard.providers.base import Capabilities
+
+    class Told:
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def nature(self, image=None):
+            return Capabilities(notes=(str(self.n),))
+
+    seen_ids = set()
+    for n in range(40):
+        provider = Told(n)
+        seen_ids.add(id(provider))
+        assert provider_nature(provider).notes == (str(n),)
+        del provider
+    assert len(seen_ids) < 40  # CPython did reuse ids, so the case was exercised
+
+
 def test_the_default_local_provider_offers_a_display_by_nature(local_provider):
     """Never again: the default provider (gui unset) was taken for headless, so every gui
     reference was skipped."""

@@ -253,6 +253,17 @@ def test_recording_returns_an_mp4(env) -> None:
     assert (response.status_code, response.json()) == (400, {"status": "error", "message": "No recording in progress to stop."})
 
 
+def test_a_recording_stopped_at_once_still_holds_a_frame(env) -> None:
+    """Never again: under load ffmpeg grabbed its first frame seconds after /start_recording
+    answered, and a recording stopped before that was a 262-byte mp4 with no video in it."""
+    if not env.capabilities.recording:
+        pytest.skip(f"no recording here: {'; '.join(env.capabilities.notes)}")
+    assert httpx.post(env.info.endpoint + "/start_recording", timeout=60).status_code == 200
+    response = httpx.post(env.info.endpoint + "/end_recording", timeout=60)
+    assert response.status_code == 200
+    assert response.content[4:8] == b"ftyp" and b"avc1" in response.content and len(response.content) > 1000
+
+
 def test_open_missing_file_and_missing_window(env) -> None:
     from osguard.errors import EnvironmentError_
 

@@ -8,10 +8,12 @@ An action is one of
 
 In YAML (references, recorded replays) an action is written as
 - a plain string: a shell command, or exactly ``WAIT`` / ``DONE`` / ``FAIL``;
-- ``{shell: "..."}`` or ``{pyautogui: "..."}``, optionally with ``wait_for: {...}``.
+- ``{shell: "..."}`` or ``{pyautogui: "..."}``, optionally with ``wait_for: {...}`` (or a
+  list of such waits, waited in order).
 
-``wait_for`` (``osguard.spec.waits``: a window, a window class, a file, the focus inside a
-named widget; ``gone``, ``timeout``) is the harness's, not the agent's: after the action ran
+``wait_for`` (``osguard.spec.waits``: a window, a window class, a file or what it contains,
+the focus inside a named widget, names shown in the accessibility tree, a pixel's colour;
+``gone``, ``timeout``) is the harness's, not the agent's: after the action ran
 the environment waits for it, as OSWorld's harness pauses after every action, so a scripted
 reference's next key never races a dialog that is still opening. It is never shown to an
 agent or a guardrail (``render``); a wait that does not come fails the action (exit status 1).
@@ -35,7 +37,8 @@ class Action:
     # What the harness waits for after the action (see the module docstring). Not part of
     # the action's identity: an agent's recorded action (which never carries one) equals
     # the reference step it reproduces.
-    wait_for: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)
+    # One wait, or a list of them waited in order.
+    wait_for: Mapping[str, Any] | list[Mapping[str, Any]] | None = field(default=None, hash=False, compare=False)
 
     @classmethod
     def parse(cls, value: Any) -> "Action":
@@ -70,13 +73,13 @@ class Action:
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": self.kind, "code": self.code}
         if self.wait_for:
-            data["wait_for"] = dict(self.wait_for)
+            data["wait_for"] = _copied(self.wait_for)
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Action":
         wait = data.get("wait_for")
-        return cls(data["kind"], data["code"], dict(wait) if wait else None)  # type: ignore[arg-type]
+        return cls(data["kind"], data["code"], _copied(wait) if wait else None)  # type: ignore[arg-type]
 
     def to_yaml(self) -> Any:
         """The YAML form ``parse`` reads back (a special as its bare word)."""
@@ -84,7 +87,7 @@ class Action:
             return self.code
         form: dict[str, Any] = {self.kind: self.code}
         if self.wait_for:
-            form["wait_for"] = dict(self.wait_for)
+            form["wait_for"] = _copied(self.wait_for)
         return form
 
     @property
@@ -98,9 +101,22 @@ class Action:
         return f"[{self.kind}] {self.code}"
 
 
-def _checked_wait(params: Any) -> dict[str, Any]:
+def _copied(waits: Any) -> Any:
+    return [dict(w) for w in waits] if isinstance(waits, list) else dict(waits)
+
+
+def _checked_wait(params: Any) -> Any:
     from osguard.spec.waits import WaitProblem, wait_params
 
+    if isinstance(params, list):
+        if not params:
+            raise ValueError("wait_for: a list of waits must not be empty")
+        for n, one in enumerate(params):
+            try:
+                wait_params(one)
+            except WaitProblem as exc:
+                raise ValueError(f"wait_for[{n}]: {exc}") from None
+        return _copied(params)
     try:
         wait_params(params)
     except WaitProblem as exc:

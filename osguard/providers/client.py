@@ -423,9 +423,9 @@ class HttpEnvironment:
     def _wait_after(self, params: Any, result: ExecResult) -> ExecResult:
         """The harness's wait after an action (``Action.wait_for``): the action's own result
         when it came, else that result turned into a failure naming what never came."""
-        from osguard.spec.waits import run_wait
+        from osguard.spec.waits import run_waits
 
-        missed = run_wait(self, params)
+        missed = run_waits(self, params)
         if missed is None:
             return result
         message = f"after the action the harness waited for {missed}"

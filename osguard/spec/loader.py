@@ -222,7 +222,14 @@ def _schema_problems(error: Any) -> list[tuple[JsonPath, bool, str]]:
     if validator in ("oneOf", "anyOf") and error.context:
         from jsonschema.exceptions import best_match
 
-        return _schema_problems(best_match(error.context))
+        # a branch of another type (a list where a mapping was given) says nothing useful:
+        # judge the value by the branches of its own type, when there are any
+        wrong_type = {e.relative_schema_path[0] for e in error.context
+                      if e.validator == "type" and not e.relative_path and e.relative_schema_path}
+        own = [e for e in error.context if e.relative_schema_path and e.relative_schema_path[0] not in wrong_type]
+        if own and len({e.relative_schema_path[0] for e in own}) == 1:  # the one branch of its type: all it says
+            return [problem for e in own for problem in _schema_problems(e)]
+        return _schema_problems(best_match(own or error.context))
     return [(path, False, error.message)]
 
 

@@ -104,7 +104,8 @@ _WAIT_FOR = {
     "type": "object",
     "description": "Wait until a window (title), a window class or a file appears (or, with gone, has gone), "
                    "or until the keyboard focus is inside a widget of that accessible name (focus_in), "
-                   "or until objects of those accessible names are shown in the accessibility tree (shown).",
+                   "or until objects of those accessible names are shown in the accessibility tree (shown), "
+                   "or until a pixel of the screen has a colour (pixel, color).",
     "properties": {
         "window": {**_NONEMPTY, "description": "A window title (substring, case-insensitive; exact with strict)."},
         "window_class": {**_NONEMPTY, "description": "A window class (WM_CLASS instance, class or instance.Class)."},
@@ -118,6 +119,13 @@ _WAIT_FOR = {
         "app": {**_NONEMPTY, "description": "With focus_in or shown: the application's accessible name, e.g. 'soffice'."},
         "count": {"type": "integer", "minimum": 1,
                   "description": "With a file that is a glob pattern: how many paths must match (at least; default 1)."},
+        "contains": {**_NONEMPTY, "description": "With a file (no pattern): text it must contain (with gone: until "
+                                                 "it no longer does)."},
+        "pixel": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2,
+                  "description": "A point [x, y] of the screen: wait until it has the colour 'color' "
+                                 "(with gone: until it no longer has)."},
+        "color": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 255}, "minItems": 3,
+                  "maxItems": 3, "description": "With pixel: the colour [r, g, b]."},
         "strict": _BOOL,
         "gone": {**_BOOL, "description": "Wait until it is no longer there (a dialog closed)."},
         "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": WAIT_FOR_TIMEOUT_MAX_SECONDS,
@@ -129,10 +137,14 @@ _WAIT_FOR = {
     "additionalProperties": False,
     "dependentSchemas": {key: {"anyOf": [{"required": ["focus_in"]}, {"required": ["shown"]}], "x-key": key,
                                "x-message": f"'{key}' goes only with 'focus_in' or 'shown'"} for key in ("role", "app")}
-    | {"count": {"anyOf": [{"required": ["file"]}], "x-key": "count", "x-message": "'count' goes only with 'file'"}},
+    | {"count": {"anyOf": [{"required": ["file"]}], "x-key": "count", "x-message": "'count' goes only with 'file'"},
+       "contains": {"anyOf": [{"required": ["file"]}], "x-key": "contains",
+                    "x-message": "'contains' goes only with 'file'"},
+       "color": {"anyOf": [{"required": ["pixel"]}], "x-key": "color", "x-message": "'color' goes only with 'pixel'"},
+       "pixel": {"anyOf": [{"required": ["color"]}], "x-key": "pixel", "x-message": "'pixel' needs 'color': [r, g, b]"}},
     "oneOf": [{"required": ["window"]}, {"required": ["window_class"]}, {"required": ["file"]},
-              {"required": ["focus_in"]}, {"required": ["shown"]}],
-    "x-message": "give exactly one of window, window_class, file, focus_in, shown",
+              {"required": ["focus_in"]}, {"required": ["shown"]}, {"required": ["pixel"]}],
+    "x-message": "give exactly one of window, window_class, file, focus_in, shown, pixel",
 }
 
 _COMMAND = {
@@ -144,6 +156,7 @@ _COMMAND = {
 }
 
 _DEFS: dict[str, Any] = {
+    "wait": _WAIT_FOR,
     "slug": {
         "type": "string",
         "pattern": SLUG_PATTERN,
@@ -195,9 +208,10 @@ _DEFS: dict[str, Any] = {
                        "optionally with wait_for: what the harness (not the agent) waits for after the action.",
         "type": ["string", "object"],
         "properties": {"shell": _STR, "pyautogui": _STR,
-                       "wait_for": {**_WAIT_FOR, "description": "After the action, the harness waits for this "
-                                                                "(a window, a file, the focus in a widget); the "
-                                                                "agent and the guardrail never see it."}},
+                       "wait_for": {"description": "After the action, the harness waits for this (a window, a "
+                                                   "file, the focus in a widget, a pixel), or for each wait of a "
+                                                   "list in order; the agent and the guardrail never see it.",
+                                    "oneOf": [_ref("wait"), {"type": "array", "items": _ref("wait"), "minItems": 1}]}},
         "additionalProperties": False,
         "minProperties": 1,
         "maxProperties": 2,
@@ -270,7 +284,7 @@ STEP_TYPES: dict[str, dict[str, Any]] = {
     "activate_window": _ACTIVATE_WINDOW_STEP,
     "close_window": _WINDOW_STEP,
     # osguard's event-driven wait (the builder's bounds, osguard.spec.bounds)
-    "wait_for": _WAIT_FOR,
+    "wait_for": _ref("wait"),
     # osguard's file-making steps
     "write": _obj(_WRITE_PROPS, ("path",), **_exactly_one_of(WRITE_CONTENT_KEYS, "write")),
     "mkdir": {

@@ -1,6 +1,6 @@
 """``wait_for``: the event-driven wait of setup steps and reference actions (a window, a
-window class, a file, the keyboard focus inside a named widget, named things shown in an
-application's accessibility tree).
+window class, a file or what it contains, the keyboard focus inside a named widget, named
+things shown in an application's accessibility tree, the colour of a pixel on the screen).
 
 One small standard-library script runs inside the environment and polls until the
 condition holds (or no longer holds, with ``gone``), so a whole wait costs one process
@@ -21,23 +21,30 @@ from osguard.spec.bounds import (
     WAIT_FOR_TIMEOUT_MAX_SECONDS,
 )
 
-__all__ = ["FOCUS_KEYS", "WAIT_FOR_KEYS", "WaitProblem", "describe_wait", "run_wait", "settle_seconds", "wait_command", "wait_params"]
+__all__ = ["FOCUS_KEYS", "WAIT_FOR_KEYS", "WaitProblem", "describe_wait", "run_wait", "run_waits", "settle_seconds",
+           "wait_command", "wait_params"]
 
 # What a wait can be for: a window title, a window class (WM_CLASS, "instance.Class"), a
 # path, or the keyboard focus inside a widget of that accessible name (``focus_in``, with an
 # optional ``role`` such as "tool bar" and ``app``, the application's accessible name), or
 # objects of those accessible names shown in the accessibility tree (``shown``: one name or a
 # list, all of them; optional ``role`` and ``app`` too), e.g. the hits of a search in GNOME
-# Files or its "4 items selected" label.
-WAIT_FOR_KEYS = ("window", "window_class", "file", "focus_in", "shown")
+# Files or its "4 items selected" label; or a pixel of the screen (``pixel: [x, y]``) of a
+# ``color`` ([r, g, b]): what an application that offers no accessibility tree (Chromium's
+# own pages, VLC's video) shows, e.g. a field's focus frame or a selected radio button.
+WAIT_FOR_KEYS = ("window", "window_class", "file", "focus_in", "shown", "pixel")
 # Only with ``focus_in`` or ``shown``.
 FOCUS_KEYS = ("role", "app")
 # A ``file`` with ``*``, ``?`` or ``[`` is a glob pattern; ``count`` (only with ``file``) is
 # how many paths must match it (at least; default 1), e.g. the four pictures pasted.
+# ``contains`` (only with a ``file`` that is no pattern): text the file must hold (a
+# substring of its first 64 MiB, as UTF-8), e.g. a setting an application writes a few
+# seconds after its dialog closed; with ``gone``, until it no longer does.
 _TREE_KINDS = ("focus_in", "shown")
 
-# argv: kind, value (for ``shown`` a JSON list of names), strict (0/1), gone (0/1), timeout,
-# interval, role, app, count. Exit 0 when the condition is met, 1 on timeout (with the reason and
+# argv: kind, value (for ``shown`` a JSON list of names, for ``pixel`` the JSON [x, y]),
+# strict (0/1), gone (0/1), timeout, interval, role, app, count, contains ("" for none;
+# else "=" and the text), color (JSON [r, g, b] or ""). Exit 0 when the condition is met, 1 on timeout (with the reason and
 # what was seen on stdout), 2 when it cannot look.
 #
 # ``focus_in`` walks the accessibility tree (pyatspi) looking for a focused object inside the
@@ -52,6 +59,8 @@ import glob, json, os, shutil, subprocess, sys, time
 kind, value, strict, gone = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
 timeout, interval = float(sys.argv[5]), float(sys.argv[6])
 role, app, count = sys.argv[7], sys.argv[8], int(sys.argv[9])
+contains = sys.argv[10][1:].encode("utf-8") if sys.argv[10] else None
+color = tuple(json.loads(sys.argv[11])) if sys.argv[11] else None
 trouble = []  # objects that could not be read in the current look of the tree
 doubtful = [0]  # looks in a row that could not read all of it
 if kind in ("window", "window_class") and not shutil.which("wmctrl"):
@@ -62,6 +71,21 @@ if kind in ("focus_in", "shown"):
     except ImportError:
         print("pyatspi is not installed: cannot see the accessibility tree"); sys.exit(2)
     interval = max(interval, 0.25)  # a look costs CPU: 0.1-0.3 s of it
+if kind == "pixel":
+    try:
+        from PIL import ImageGrab
+    except ImportError:
+        print("Pillow is not installed: cannot see the screen"); sys.exit(2)
+    if not os.environ.get("DISPLAY"):
+        print("no DISPLAY: cannot see the screen"); sys.exit(2)
+    px, py = json.loads(value)
+    last_color = [None]
+    def pixel():
+        try:
+            last_color[0] = ImageGrab.grab(bbox=(px, py, px + 1, py + 1)).convert("RGB").getpixel((0, 0))
+        except Exception as exc:  # the display went away
+            print("cannot grab the screen: %s" % exc); sys.exit(2)
+        return tuple(last_color[0]) == color
 if kind == "shown":
     wanted = json.loads(value)
     SKIP = {"document text", "document spreadsheet", "document presentation"} - {role}
@@ -128,7 +152,15 @@ def present():
         path = os.path.expanduser(value)
         if glob.has_magic(path):
             return len(glob.glob(path)) >= count
-        return os.path.exists(path)
+        if contains is None:
+            return os.path.exists(path)
+        try:
+            with open(path, "rb") as handle:
+                return contains in handle.read(64 << 20)
+        except OSError:  # not there (yet), or not a file
+            return False
+    if kind == "pixel":
+        return pixel()
     if kind in ("focus_in", "shown"):
         del trouble[:]
         try:
@@ -146,7 +178,9 @@ def present():
 deadline = time.monotonic() + timeout
 while present() == gone:
     if time.monotonic() >= deadline:
-        seen = "" if kind in ("file", "focus_in", "shown") else "; windows: " + (", ".join(repr(t) for _, t in windows()) or "none")
+        seen = "" if kind in ("file", "focus_in", "shown", "pixel") else "; windows: " + (", ".join(repr(t) for _, t in windows()) or "none")
+        if kind == "pixel":
+            seen = "; last seen %s" % (list(last_color[0]) if last_color[0] is not None else "nothing")
         if kind == "shown":
             seen = "" if gone else "; not shown: " + ", ".join(repr(n) for n in last_missing)
         print("still %s after %g s%s" % ("there" if gone else "not there", timeout, seen)); sys.exit(1)
@@ -180,6 +214,12 @@ def wait_params(params: Any) -> tuple[str, str, bool, bool, float]:
         value = json.dumps(value)
     elif kind == "shown" and isinstance(value, str) and value:
         value = json.dumps([value])
+    elif kind == "pixel":
+        if not _numbers(value, 2, 0, 1 << 15):
+            raise WaitProblem(f"'pixel' must be a list [x, y] of two whole numbers from 0, got {value!r}")
+        if "color" not in params:
+            raise WaitProblem("'pixel' needs 'color': [r, g, b]")
+        value = json.dumps(list(value))
     elif not isinstance(value, str) or not value:
         raise WaitProblem(f"'{kind}' must be a non-empty string, got {value!r}")
     for name in FOCUS_KEYS:
@@ -187,6 +227,18 @@ def wait_params(params: Any) -> tuple[str, str, bool, bool, float]:
             raise WaitProblem(f"'{name}' goes only with 'focus_in' or 'shown'")
         if name in params and (not isinstance(params[name], str) or not params[name]):
             raise WaitProblem(f"'{name}' must be a non-empty string, got {params[name]!r}")
+    if "color" in params:
+        if kind != "pixel":
+            raise WaitProblem("'color' goes only with 'pixel'")
+        if not _numbers(params["color"], 3, 0, 255):
+            raise WaitProblem(f"'color' must be a list [r, g, b] of three whole numbers from 0 to 255, got {params['color']!r}")
+    if "contains" in params:
+        if kind != "file":
+            raise WaitProblem("'contains' goes only with 'file'")
+        if not isinstance(params["contains"], str) or not params["contains"]:
+            raise WaitProblem(f"'contains' must be a non-empty string, got {params['contains']!r}")
+        if any(c in value for c in "*?["):
+            raise WaitProblem(f"'contains' needs one file, not a glob pattern, got {value!r}")
     if "count" in params:
         if kind != "file":
             raise WaitProblem("'count' goes only with 'file'")
@@ -195,10 +247,9 @@ def wait_params(params: Any) -> tuple[str, str, bool, bool, float]:
             raise WaitProblem(f"'count' must be a whole number of at least 1, got {count!r}")
         if not any(c in value for c in "*?["):
             raise WaitProblem(f"'count' needs a glob pattern in 'file' (with * ? or [), got {value!r}")
-    unknown = sorted(set(params) - set(WAIT_FOR_KEYS) - set(FOCUS_KEYS) - {"strict", "gone", "timeout", "settle", "count"})
+    unknown = sorted(set(params) - set(WAIT_FOR_KEYS) - set(FOCUS_KEYS) - set(_OTHER_KEYS))
     if unknown:
-        raise WaitProblem(f"unknown key {unknown[0]!r} (known: {', '.join(WAIT_FOR_KEYS + FOCUS_KEYS)}, "
-                          "strict, gone, timeout, settle, count)")
+        raise WaitProblem(f"unknown key {unknown[0]!r} (known: {', '.join(WAIT_FOR_KEYS + FOCUS_KEYS + _OTHER_KEYS)})")
     settle_seconds(params)
     flags = []
     for name in ("strict", "gone"):
@@ -211,6 +262,14 @@ def wait_params(params: Any) -> tuple[str, str, bool, bool, float]:
         raise WaitProblem(f"'timeout' must be a number of seconds above 0 and at most {WAIT_FOR_TIMEOUT_MAX_SECONDS}, "
                           f"got {timeout!r}")
     return kind, value, flags[0], flags[1], float(timeout)
+
+
+_OTHER_KEYS = ("strict", "gone", "timeout", "settle", "count", "contains", "color")
+
+
+def _numbers(value: Any, n: int, low: int, high: int) -> bool:
+    return (isinstance(value, list) and len(value) == n
+            and all(isinstance(v, int) and not isinstance(v, bool) and low <= v <= high for v in value))
 
 
 def settle_seconds(params: Any) -> float:
@@ -232,7 +291,8 @@ def wait_command(params: Any, home: str = "/home/user") -> tuple[list[str], floa
         value = home.rstrip("/") + value[1:]
     argv = ["python3", "-c", _SCRIPT, kind, value, "1" if strict else "0", "1" if gone else "0",
             f"{timeout:g}", f"{WAIT_FOR_INTERVAL_SECONDS:g}", params.get("role", ""), params.get("app", ""),
-            str(params.get("count", 1))]
+            str(params.get("count", 1)), "=" + params["contains"] if "contains" in params else "",
+            json.dumps(params["color"]) if "color" in params else ""]
     return argv, timeout
 
 
@@ -246,6 +306,10 @@ def describe_wait(params: Any) -> str:
                 + (f" in {params['app']!r}" if "app" in params else ""))
     if kind == "file" and "count" in params:
         what = f"{params['count']} files {value!r}"
+    if kind == "file" and "contains" in params:
+        what = f"file {value!r} containing {params['contains']!r}"
+    if kind == "pixel":
+        what = f"pixel {json.loads(value)} of colour {params['color']}"
     if kind == "focus_in":
         what = f"the focus in {params.get('role', 'widget')} {value!r}" + (f" of {params['app']!r}" if "app" in params else "")
     return what + (" gone" if gone else "")
@@ -269,3 +333,13 @@ def run_wait(env: Any, params: Any, home: str = "/home/user") -> str | None:
     if result.timed_out:
         detail = f"no answer within {timeout + 15:g} s"
     return f"{describe_wait(params)}: {detail}"
+
+
+def run_waits(env: Any, waits: Any, home: str = "/home/user") -> str | None:
+    """``run_wait`` for one wait or a list of them, in order (each with its own timeout);
+    None when all came, else the first that did not."""
+    for params in waits if isinstance(waits, list) else [waits]:
+        missed = run_wait(env, params, home)
+        if missed is not None:
+            return missed
+    return None

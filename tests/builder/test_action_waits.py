@@ -198,6 +198,82 @@ def test_the_harness_waits_for_names_shown_in_the_accessibility_tree(env):
                                                                       "gone": True, "timeout": 5}})).ok
 
 
+def test_the_harness_waits_for_what_a_file_contains(env):
+    """A setting written a while after the action (Chromium writes its Preferences ~10 s
+    after a change): ``contains`` waits for the text, ``gone`` for it to leave."""
+    env.run_bash("""printf '{"cookies":1}' > ~/prefs.json""")
+    result = env.run_action(Action.parse({
+        "shell": """(sleep 1; printf '{"cookies":4}' > ~/prefs.json.new; mv ~/prefs.json.new ~/prefs.json) >/dev/null 2>&1 &""",
+        "wait_for": {"file": "~/prefs.json", "contains": '"cookies":4', "timeout": 30},
+    }))
+    assert result.ok, result
+    assert env.run_bash("cat ~/prefs.json").output == '{"cookies":4}'
+    never = env.run_action(Action.parse({"shell": "true", "wait_for": {"file": "~/prefs.json", "contains": '"cookies":1',
+                                                                       "timeout": 0.5}}))
+    assert never.error == ("after the action the harness waited for file '~/prefs.json' containing "
+                           "'\"cookies\":1': still not there after 0.5 s")
+    missing = env.run_action(Action.parse({"shell": "true", "wait_for": {"file": "~/no-such.json", "contains": "x",
+                                                                         "timeout": 0.5}}))
+    assert missing.returncode == 1
+    left = env.run_action(Action.parse({"shell": "printf '{}' > ~/prefs.json",
+                                        "wait_for": {"file": "~/prefs.json", "contains": '"cookies"', "gone": True,
+                                                     "timeout": 10}}))
+    assert left.ok, left
+
+
+# An undecorated GTK window at the top left, painted #123456 until ~/repaint exists, then
+# #ffffff (as a field's focus frame or a radio button changes colour on a page with no
+# accessibility tree).
+PIXEL_APP = r"""
+import os
+import gi
+gi.require_version("Gtk", "3.0")
+from gi.repository import Gdk, GLib, Gtk
+window = Gtk.Window(title="osguard-pixel-test")
+window.set_decorated(False)
+window.move(0, 0)
+window.set_default_size(200, 200)
+css = Gtk.CssProvider()
+css.load_from_data(b"window { background-color: #123456; } window.late { background-color: #ffffff; }")
+Gtk.StyleContext.add_provider_for_screen(Gdk.Screen.get_default(), css, 800)
+window.connect("destroy", Gtk.main_quit)
+window.show_all()
+def poll():
+    if os.path.exists(os.path.expanduser("~/repaint")):
+        window.get_style_context().add_class("late")
+        return False
+    return True
+GLib.timeout_add(100, poll)
+Gtk.main()
+"""
+
+
+def test_the_harness_waits_for_the_colour_of_a_pixel_and_for_waits_in_order(env):
+    if not env.capabilities.gui:
+        pytest.skip("no GUI in this environment")
+    run_steps(env, [
+        {"write": {"path": "~/pixel_app.py", "text": PIXEL_APP}},
+        {"launch": {"command": ["python3", "/home/user/pixel_app.py"]}},
+        {"wait_for": {"window": "osguard-pixel-test", "strict": True, "timeout": 60}},
+    ], None, phase="setup", ctx=StepContext(home="/home/user", tasks_dir=Path(".")))
+    dark = {"pixel": [50, 50], "color": [0x12, 0x34, 0x56]}
+    assert env.run_action(Action.parse({"shell": "true", "wait_for": {**dark, "timeout": 30}})).ok
+    white = {"pixel": [50, 50], "color": [255, 255, 255]}
+    before = env.run_action(Action.parse({"shell": "true", "wait_for": {**white, "timeout": 1}}))
+    assert before.error == ("after the action the harness waited for pixel [50, 50] of colour [255, 255, 255]: "
+                            "still not there after 1 s; last seen [18, 52, 86]")
+    # a list: every wait in order, each with its own timeout; the first that does not come fails
+    both = env.run_action(Action.parse({"shell": "touch ~/repaint",
+                                        "wait_for": [{**dark, "gone": True, "timeout": 30}, {**white, "timeout": 30},
+                                                     {"window": "osguard-pixel-test", "strict": True}]}))
+    assert both.ok, both
+    second = env.run_action(Action.parse({"shell": "true", "wait_for": [{**white, "timeout": 5},
+                                                                        {**dark, "timeout": 0.5}]}))
+    assert second.error == ("after the action the harness waited for pixel [50, 50] of colour [18, 52, 86]: "
+                            "still not there after 0.5 s; last seen [255, 255, 255]")
+    env.run_bash("wmctrl -c osguard-pixel-test")
+
+
 def test_the_wait_is_the_harness_s_not_part_of_the_action():
     """Pure: what an agent or a guardrail sees (render) carries no wait; an agent's recorded
     action equals the reference step it reproduces; the YAML and JSON forms keep the wait."""
@@ -210,3 +286,10 @@ def test_the_wait_is_the_harness_s_not_part_of_the_action():
     assert Action.from_json(step.to_json()).wait_for == {"focus_in": "Find", "role": "tool bar", "timeout": 45}
     with pytest.raises(ValueError, match="wait_for goes with a shell or pyautogui action"):
         Action.parse({"special": "DONE", "wait_for": {"file": "~/x"}})
+    listed = Action.parse({"pyautogui": "pyautogui.hotkey('ctrl', 'l')",
+                           "wait_for": [{"pixel": [1500, 62], "color": [255, 255, 255]}, {"window": "Settings"}]})
+    assert listed == Action("pyautogui", "pyautogui.hotkey('ctrl', 'l')")
+    assert Action.parse(listed.to_yaml()).wait_for == Action.from_json(listed.to_json()).wait_for == [
+        {"pixel": [1500, 62], "color": [255, 255, 255]}, {"window": "Settings"}]
+    with pytest.raises(ValueError, match=r"wait_for\[1\]: 'color' goes only with 'pixel'"):
+        Action.parse({"shell": "true", "wait_for": [{"window": "x"}, {"file": "~/x", "color": [1, 2, 3]}]})

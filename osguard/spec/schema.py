@@ -105,7 +105,8 @@ _WAIT_FOR = {
     "description": "Wait until a window (title), a window class or a file appears (or, with gone, has gone), "
                    "or until the keyboard focus is inside a widget of that accessible name (focus_in), "
                    "or until objects of those accessible names are shown in the accessibility tree (shown), "
-                   "or until a pixel of the screen has a colour (pixel, color).",
+                   "or until a pixel of the screen has a colour (pixel, color), or until the active window has "
+                   "that title (active).",
     "properties": {
         "window": {**_NONEMPTY, "description": "A window title (substring, case-insensitive; exact with strict)."},
         "window_class": {**_NONEMPTY, "description": "A window class (WM_CLASS instance, class or instance.Class)."},
@@ -121,9 +122,12 @@ _WAIT_FOR = {
                   "description": "With a file that is a glob pattern: how many paths must match (at least; default 1)."},
         "contains": {**_NONEMPTY, "description": "With a file (no pattern): text it must contain (with gone: until "
                                                  "it no longer does)."},
-        "pixel": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2,
-                  "description": "A point [x, y] of the screen: wait until it has the colour 'color' "
-                                 "(with gone: until it no longer has)."},
+        "pixel": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 4,
+                  "not": {"maxItems": 3, "minItems": 3}, "x-message": "expected a point [x, y] or a box [x0, y0, x1, y1]",
+                  "description": "A point [x, y] of the screen, or a box [x0, y0, x1, y1] (ends excluded): wait until "
+                                 "it (a pixel of the box) has the colour 'color' (with gone: until none has)."},
+        "active": {**_NONEMPTY, "description": "The active window's title (substring, case-insensitive; exact "
+                                               "with strict): wait until it has the keyboard."},
         "color": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 255}, "minItems": 3,
                   "maxItems": 3, "description": "With pixel: the colour [r, g, b]."},
         "strict": _BOOL,
@@ -143,8 +147,8 @@ _WAIT_FOR = {
        "color": {"anyOf": [{"required": ["pixel"]}], "x-key": "color", "x-message": "'color' goes only with 'pixel'"},
        "pixel": {"anyOf": [{"required": ["color"]}], "x-key": "pixel", "x-message": "'pixel' needs 'color': [r, g, b]"}},
     "oneOf": [{"required": ["window"]}, {"required": ["window_class"]}, {"required": ["file"]},
-              {"required": ["focus_in"]}, {"required": ["shown"]}, {"required": ["pixel"]}],
-    "x-message": "give exactly one of window, window_class, file, focus_in, shown, pixel",
+              {"required": ["focus_in"]}, {"required": ["shown"]}, {"required": ["pixel"]}, {"required": ["active"]}],
+    "x-message": "give exactly one of window, window_class, file, focus_in, shown, pixel, active",
 }
 
 _COMMAND = {

@@ -29,10 +29,13 @@ __all__ = ["FOCUS_KEYS", "WAIT_FOR_KEYS", "WaitProblem", "describe_wait", "run_w
 # optional ``role`` such as "tool bar" and ``app``, the application's accessible name), or
 # objects of those accessible names shown in the accessibility tree (``shown``: one name or a
 # list, all of them; optional ``role`` and ``app`` too), e.g. the hits of a search in GNOME
-# Files or its "4 items selected" label; or a pixel of the screen (``pixel: [x, y]``) of a
-# ``color`` ([r, g, b]): what an application that offers no accessibility tree (Chromium's
-# own pages, VLC's video) shows, e.g. a field's focus frame or a selected radio button.
-WAIT_FOR_KEYS = ("window", "window_class", "file", "focus_in", "shown", "pixel")
+# Files or its "4 items selected" label; or a pixel of the screen (``pixel: [x, y]``, or any
+# pixel of a box ``[x0, y0, x1, y1]``, ends excluded) of a ``color`` ([r, g, b]): what an
+# application that offers no accessibility tree (Chromium's own pages, VLC's video) shows,
+# e.g. a field's focus frame or a selected radio button; or the title of the active window
+# (``active``: substring, case-insensitive; exact with ``strict``), e.g. a dialog that has
+# the keyboard.
+WAIT_FOR_KEYS = ("window", "window_class", "file", "focus_in", "shown", "pixel", "active")
 # Only with ``focus_in`` or ``shown``.
 FOCUS_KEYS = ("role", "app")
 # A ``file`` with ``*``, ``?`` or ``[`` is a glob pattern; ``count`` (only with ``file``) is
@@ -65,6 +68,13 @@ trouble = []  # objects that could not be read in the current look of the tree
 doubtful = [0]  # looks in a row that could not read all of it
 if kind in ("window", "window_class") and not shutil.which("wmctrl"):
     print("wmctrl is not installed: cannot see windows"); sys.exit(2)
+if kind == "active" and not shutil.which("xdotool"):
+    print("xdotool is not installed: cannot see the active window"); sys.exit(2)
+last_active = [None]
+def active():
+    run = subprocess.run(["xdotool", "getactivewindow", "getwindowname"], capture_output=True, text=True, timeout=10)
+    last_active[0] = run.stdout.strip() if run.returncode == 0 else ""
+    return last_active[0]
 if kind in ("focus_in", "shown"):
     try:
         import pyatspi
@@ -78,14 +88,17 @@ if kind == "pixel":
         print("Pillow is not installed: cannot see the screen"); sys.exit(2)
     if not os.environ.get("DISPLAY"):
         print("no DISPLAY: cannot see the screen"); sys.exit(2)
-    px, py = json.loads(value)
+    box = json.loads(value)
+    if len(box) == 2:
+        box = [box[0], box[1], box[0] + 1, box[1] + 1]
     last_color = [None]
     def pixel():
         try:
-            last_color[0] = ImageGrab.grab(bbox=(px, py, px + 1, py + 1)).convert("RGB").getpixel((0, 0))
+            colors = ImageGrab.grab(bbox=tuple(box)).convert("RGB").getdata()
         except Exception as exc:  # the display went away
             print("cannot grab the screen: %s" % exc); sys.exit(2)
-        return tuple(last_color[0]) == color
+        last_color[0] = colors[0]
+        return any(tuple(c) == color for c in colors)
 if kind == "shown":
     wanted = json.loads(value)
     SKIP = {"document text", "document spreadsheet", "document presentation"} - {role}
@@ -161,6 +174,8 @@ def present():
             return False
     if kind == "pixel":
         return pixel()
+    if kind == "active":
+        return matches(active())
     if kind in ("focus_in", "shown"):
         del trouble[:]
         try:
@@ -178,9 +193,13 @@ def present():
 deadline = time.monotonic() + timeout
 while present() == gone:
     if time.monotonic() >= deadline:
-        seen = "" if kind in ("file", "focus_in", "shown", "pixel") else "; windows: " + (", ".join(repr(t) for _, t in windows()) or "none")
+        seen = "" if kind in ("file", "focus_in", "shown", "pixel", "active") else "; windows: " + (", ".join(repr(t) for _, t in windows()) or "none")
         if kind == "pixel":
             seen = "; last seen %s" % (list(last_color[0]) if last_color[0] is not None else "nothing")
+            if len(json.loads(value)) == 4:
+                seen = ""  # a box: its first pixel says little
+        if kind == "active":
+            seen = "; active: %r" % last_active[0]
         if kind == "shown":
             seen = "" if gone else "; not shown: " + ", ".join(repr(n) for n in last_missing)
         print("still %s after %g s%s" % ("there" if gone else "not there", timeout, seen)); sys.exit(1)
@@ -215,8 +234,10 @@ def wait_params(params: Any) -> tuple[str, str, bool, bool, float]:
     elif kind == "shown" and isinstance(value, str) and value:
         value = json.dumps([value])
     elif kind == "pixel":
-        if not _numbers(value, 2, 0, 1 << 15):
-            raise WaitProblem(f"'pixel' must be a list [x, y] of two whole numbers from 0, got {value!r}")
+        if not (_numbers(value, 2, 0, 1 << 15) or (_numbers(value, 4, 0, 1 << 15) and value[0] < value[2]
+                                                    and value[1] < value[3])):
+            raise WaitProblem("'pixel' must be a point [x, y] or a box [x0, y0, x1, y1] (x0 < x1, y0 < y1) of whole "
+                              f"numbers from 0, got {value!r}")
         if "color" not in params:
             raise WaitProblem("'pixel' needs 'color': [r, g, b]")
         value = json.dumps(list(value))
@@ -309,7 +330,10 @@ def describe_wait(params: Any) -> str:
     if kind == "file" and "contains" in params:
         what = f"file {value!r} containing {params['contains']!r}"
     if kind == "pixel":
-        what = f"pixel {json.loads(value)} of colour {params['color']}"
+        where = json.loads(value)
+        what = (f"pixel {where}" if len(where) == 2 else f"a pixel in box {where}") + f" of colour {params['color']}"
+    if kind == "active":
+        what = f"active window {value!r}"
     if kind == "focus_in":
         what = f"the focus in {params.get('role', 'widget')} {value!r}" + (f" of {params['app']!r}" if "app" in params else "")
     return what + (" gone" if gone else "")

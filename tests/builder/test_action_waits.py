@@ -248,7 +248,7 @@ Gtk.main()
 """
 
 
-def test_the_harness_waits_for_the_colour_of_a_pixel_and_for_waits_in_order(env):
+def test_the_harness_waits_for_pixels_the_active_window_and_waits_in_order(env):
     if not env.capabilities.gui:
         pytest.skip("no GUI in this environment")
     run_steps(env, [
@@ -271,7 +271,24 @@ def test_the_harness_waits_for_the_colour_of_a_pixel_and_for_waits_in_order(env)
                                                                         {**dark, "timeout": 0.5}]}))
     assert second.error == ("after the action the harness waited for pixel [50, 50] of colour [18, 52, 86]: "
                             "still not there after 0.5 s; last seen [255, 255, 255]")
-    env.run_bash("wmctrl -c osguard-pixel-test")
+    # a box: some pixel of it has the colour (the window ends at x 199: a box across its edge
+    # holds white, one beyond it does not)
+    assert env.run_action(Action.parse({"shell": "true", "wait_for": {"pixel": [190, 10, 260, 20],
+                                                                      "color": [255, 255, 255], "timeout": 5}})).ok
+    beyond = env.run_action(Action.parse({"shell": "true", "wait_for": {"pixel": [210, 10, 260, 20],
+                                                                        "color": [255, 255, 255], "timeout": 0.5}}))
+    assert beyond.error == ("after the action the harness waited for a pixel in box [210, 10, 260, 20] of colour "
+                            "[255, 255, 255]: still not there after 0.5 s")
+    # the active window: the one xdotool activates has the keyboard
+    assert env.run_action(Action.parse({"shell": "xdotool search --name osguard-pixel-test windowactivate",
+                                        "wait_for": {"active": "osguard-pixel-test", "strict": True, "timeout": 30}})).ok
+    other = env.run_action(Action.parse({"shell": "true", "wait_for": {"active": "Options", "timeout": 0.5}}))
+    assert other.error == ("after the action the harness waited for active window 'Options': still not there after "
+                           "0.5 s; active: 'osguard-pixel-test'")
+    assert env.run_action(Action.parse({"shell": "true", "wait_for": {"active": "PIXEL-TEST", "timeout": 5}})).ok
+    closed = env.run_action(Action.parse({"shell": "wmctrl -c osguard-pixel-test",
+                                          "wait_for": {"active": "osguard-pixel-test", "gone": True, "timeout": 30}}))
+    assert closed.ok, closed
 
 
 def test_the_wait_is_the_harness_s_not_part_of_the_action():

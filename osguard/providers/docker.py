@@ -751,8 +751,16 @@ def _image_name(image: Any) -> str:
     return tags[0] if tags else image.short_id
 
 
+REMOVAL_WAIT_SECONDS = 30.0
+
+
 def _remove_all(client: "docker.DockerClient", containers: list[str]) -> None:
-    """Force-remove containers (ids or names), last started first, with their volumes."""
+    """Force-remove containers (ids or names), last started first, with their volumes.
+
+    A container another process is removing at the same time (the reaper of a killed owner
+    and `osguard env list` or `env down`) is waited for until it is gone (at most
+    ``REMOVAL_WAIT_SECONDS``): whoever returns from here never reports it gone while it
+    is still listed."""
     import docker
 
     for ref in reversed(containers):
@@ -763,6 +771,19 @@ def _remove_all(client: "docker.DockerClient", containers: list[str]) -> None:
         except docker.errors.APIError as exc:
             if "already in progress" not in str(exc):
                 raise
+            _wait_gone(client, ref)
+
+
+def _wait_gone(client: "docker.DockerClient", ref: str) -> None:
+    import docker
+
+    deadline = time.monotonic() + REMOVAL_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            client.api.inspect_container(ref)
+        except docker.errors.NotFound:
+            return
+        time.sleep(0.1)
 
 
 def _wait_ready(containers: list[Any], port: int, timeout: float) -> dict[str, Any]:

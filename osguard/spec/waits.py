@@ -1,6 +1,7 @@
 """``wait_for``: the event-driven wait of setup steps and reference actions (a window, a
 window class, a file or what it contains, the keyboard focus inside a named widget, named
-things shown in an application's accessibility tree, the colour of a pixel on the screen).
+things shown in an application's accessibility tree, the colour of a pixel on the screen, the
+active window).
 
 One small standard-library script runs inside the environment and polls until the
 condition holds (or no longer holds, with ``gone``), so a whole wait costs one process
@@ -216,9 +217,10 @@ def wait_params(params: Any) -> tuple[str, str, bool, bool, float]:
     the value is the JSON list of the names).
 
     Raises:
-        WaitProblem: exactly one of ``window``, ``window_class``, ``file``, ``focus_in``,
-            ``shown`` is needed; ``role`` and ``app`` only with ``focus_in`` or ``shown``; a bad ``timeout`` (above
-            0, at most ``WAIT_FOR_TIMEOUT_MAX_SECONDS``).
+        WaitProblem: exactly one of ``WAIT_FOR_KEYS`` is needed; ``role`` and ``app`` only
+            with ``focus_in`` or ``shown``, ``count`` and ``contains`` only with ``file``,
+            ``color`` only (and always) with ``pixel``; a bad ``timeout`` (above 0, at most
+            ``WAIT_FOR_TIMEOUT_MAX_SECONDS``).
     """
     if not isinstance(params, dict):
         raise WaitProblem(f"parameters must be a mapping, got {type(params).__name__}")

@@ -268,8 +268,8 @@ def test_wait_for_times_out_with_what_it_saw(env, tasks_dir):
 
 
 @pytest.mark.parametrize(("params", "message"), [
-    ({"timeout": 3}, "give exactly one of window, window_class, file, focus_in, shown, got 0"),
-    ({"window": "a", "file": "~/b"}, "give exactly one of window, window_class, file, focus_in, shown, got 2"),
+    ({"timeout": 3}, "give exactly one of window, window_class, file, focus_in, shown, pixel, active, got 0"),
+    ({"window": "a", "file": "~/b"}, "give exactly one of window, window_class, file, focus_in, shown, pixel, active, got 2"),
     ({"window": ""}, "'window' must be a non-empty string, got ''"),
     ({"window": "a", "gone": "yes"}, "'gone' must be true or false, got 'yes'"),
     ({"window": "a", "timeout": 121}, "'timeout' must be a number of seconds above 0 and at most 120, got 121"),

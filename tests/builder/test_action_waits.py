@@ -56,6 +56,18 @@ def env(private_state_dir: Path, local_provider) -> Iterator[object]:
     environment.stop()
 
 
+def _launch_gtk(env, name: str, script: str, title: str) -> None:
+    """Start the GTK test application ``script`` in ``env`` and wait for its window ``title``
+    (skipped where the environment has no display)."""
+    if not env.capabilities.gui:
+        pytest.skip("no GUI in this environment")
+    run_steps(env, [
+        {"write": {"path": f"~/{name}.py", "text": script}},
+        {"launch": {"command": ["python3", f"/home/user/{name}.py"]}},
+        {"wait_for": {"window": title, "strict": True, "timeout": 60}},
+    ], None, phase="setup", ctx=StepContext(home="/home/user", tasks_dir=Path(".")))
+
+
 def test_the_harness_waits_for_a_file_after_the_action(env):
     result = env.run_action(Action.parse({
         "shell": "(sleep 1; echo late > ~/late.txt) >/dev/null 2>&1 &",
@@ -108,13 +120,7 @@ def test_a_failed_action_is_not_waited_for(env):
 
 
 def test_the_harness_waits_for_the_focus_inside_a_named_tool_bar(env):
-    if not env.capabilities.gui:
-        pytest.skip("no GUI in this environment")
-    run_steps(env, [
-        {"write": {"path": "~/focus_app.py", "text": FOCUS_APP}},
-        {"launch": {"command": ["python3", "/home/user/focus_app.py"]}},
-        {"wait_for": {"window": "osguard-focus-test", "strict": True, "timeout": 60}},
-    ], None, phase="setup", ctx=StepContext(home="/home/user", tasks_dir=Path(".")))
+    _launch_gtk(env, "focus_app", FOCUS_APP, "osguard-focus-test")
     focus = {"focus_in": "Find", "role": "tool bar", "app": "osguard-focus-test", "strict": True}
     # The focus is in the entry outside the tool bar: the wait does not come.
     before = env.run_action(Action.parse({"shell": "true", "wait_for": {**focus, "timeout": 2}}))
@@ -159,13 +165,7 @@ Gtk.main()
 
 
 def test_the_harness_waits_for_names_shown_in_the_accessibility_tree(env):
-    if not env.capabilities.gui:
-        pytest.skip("no GUI in this environment")
-    run_steps(env, [
-        {"write": {"path": "~/shown_app.py", "text": SHOWN_APP}},
-        {"launch": {"command": ["python3", "/home/user/shown_app.py"]}},
-        {"wait_for": {"window": "osguard-shown-test", "strict": True, "timeout": 60}},
-    ], None, phase="setup", ctx=StepContext(home="/home/user", tasks_dir=Path(".")))
+    _launch_gtk(env, "shown_app", SHOWN_APP, "osguard-shown-test")
     hits = {"shown": ["alpha.jpg", "beta.jpg"], "app": "osguard-shown-test", "strict": True}
     # One of the two is shown: the wait does not come, and says which is missing.
     before = env.run_action(Action.parse({"shell": "true", "wait_for": {**hits, "timeout": 2}}))
@@ -249,13 +249,7 @@ Gtk.main()
 
 
 def test_the_harness_waits_for_pixels_the_active_window_and_waits_in_order(env):
-    if not env.capabilities.gui:
-        pytest.skip("no GUI in this environment")
-    run_steps(env, [
-        {"write": {"path": "~/pixel_app.py", "text": PIXEL_APP}},
-        {"launch": {"command": ["python3", "/home/user/pixel_app.py"]}},
-        {"wait_for": {"window": "osguard-pixel-test", "strict": True, "timeout": 60}},
-    ], None, phase="setup", ctx=StepContext(home="/home/user", tasks_dir=Path(".")))
+    _launch_gtk(env, "pixel_app", PIXEL_APP, "osguard-pixel-test")
     dark = {"pixel": [50, 50], "color": [0x12, 0x34, 0x56]}
     assert env.run_action(Action.parse({"shell": "true", "wait_for": {**dark, "timeout": 30}})).ok
     white = {"pixel": [50, 50], "color": [255, 255, 255]}

@@ -410,6 +410,11 @@ class HttpEnvironment:
         ``/execute``; ``shell`` code through ``/run_bash_script`` in ``workdir``; ``WAIT``
         sleeps about a second; ``DONE`` and ``FAIL`` do nothing.
         """
+        before = None
+        if action.wait_for and action.kind in ("pyautogui", "shell"):
+            from osguard.spec.waits import file_fingerprints
+
+            before = file_fingerprints(self, action.wait_for)  # for waits on a file being written
         if action.kind == "pyautogui":
             result = self.execute(["python", "-c", PYAUTOGUI_PREFIX + action.code], shell=False, timeout=timeout)
         elif action.kind == "shell":
@@ -418,14 +423,14 @@ class HttpEnvironment:
             if action.code == "WAIT":
                 time.sleep(WAIT_SECONDS)
             return ExecResult(0, "")
-        return self._wait_after(action.wait_for, result) if action.wait_for and result.ok else result
+        return self._wait_after(action.wait_for, result, before) if action.wait_for and result.ok else result
 
-    def _wait_after(self, params: Any, result: ExecResult) -> ExecResult:
+    def _wait_after(self, params: Any, result: ExecResult, before: dict[str, str] | None = None) -> ExecResult:
         """The harness's wait after an action (``Action.wait_for``): the action's own result
         when it came, else that result turned into a failure naming what never came."""
         from osguard.spec.waits import run_waits
 
-        missed = run_waits(self, params)
+        missed = run_waits(self, params, before=before)
         if missed is None:
             return result
         message = f"after the action the harness waited for {missed}"

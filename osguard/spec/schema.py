@@ -122,6 +122,9 @@ _WAIT_FOR = {
                   "description": "With a file that is a glob pattern: how many paths must match (at least; default 1)."},
         "contains": {**_NONEMPTY, "description": "With a file (no pattern): text it must contain (with gone: until "
                                                  "it no longer does)."},
+        "changed": {**_BOOL, "description": "With a file (no pattern): wait until it differs from what it was just "
+                                            "before the action (modification time, size or inode: a save landed); "
+                                            "in a setup step, from when the wait starts."},
         "pixel": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 4,
                   "not": {"maxItems": 3, "minItems": 3}, "x-message": "expected a point [x, y] or a box [x0, y0, x1, y1]",
                   "description": "A point [x, y] of the screen, or a box [x0, y0, x1, y1] (ends excluded): wait until "
@@ -144,6 +147,11 @@ _WAIT_FOR = {
     | {"count": {"anyOf": [{"required": ["file"]}], "x-key": "count", "x-message": "'count' goes only with 'file'"},
        "contains": {"anyOf": [{"required": ["file"]}], "x-key": "contains",
                     "x-message": "'contains' goes only with 'file'"},
+       "changed": {"allOf": [{"anyOf": [{"required": ["file"]}], "x-key": "changed",
+                              "x-message": "'changed' goes only with 'file'"},
+                             {"not": {"required": ["gone"], "properties": {"gone": {"const": True}}}, "x-key": "changed",
+                              "x-message": "'changed' and 'gone' do not go together (wait for the file written, "
+                                           "or for it gone)"}]},
        "color": {"anyOf": [{"required": ["pixel"]}], "x-key": "color", "x-message": "'color' goes only with 'pixel'"},
        "pixel": {"anyOf": [{"required": ["color"]}], "x-key": "pixel", "x-message": "'pixel' needs 'color': [r, g, b]"}},
     "oneOf": [{"required": ["window"]}, {"required": ["window_class"]}, {"required": ["file"]},

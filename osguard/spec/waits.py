@@ -22,8 +22,8 @@ from osguard.spec.bounds import (
     WAIT_FOR_TIMEOUT_MAX_SECONDS,
 )
 
-__all__ = ["FOCUS_KEYS", "WAIT_FOR_KEYS", "WaitProblem", "describe_wait", "run_wait", "run_waits", "settle_seconds",
-           "wait_command", "wait_params"]
+__all__ = ["FOCUS_KEYS", "WAIT_FOR_KEYS", "WaitProblem", "describe_wait", "file_fingerprints", "run_wait", "run_waits",
+           "settle_seconds", "wait_command", "wait_params"]
 
 # What a wait can be for: a window title, a window class (WM_CLASS, "instance.Class"), a
 # path, or the keyboard focus inside a widget of that accessible name (``focus_in``, with an
@@ -43,12 +43,18 @@ FOCUS_KEYS = ("role", "app")
 # how many paths must match it (at least; default 1), e.g. the four pictures pasted.
 # ``contains`` (only with a ``file`` that is no pattern): text the file must hold (a
 # substring of its first 64 MiB, as UTF-8), e.g. a setting an application writes a few
-# seconds after its dialog closed; with ``gone``, until it no longer does.
+# seconds after its dialog closed; with ``gone``, until it no longer does. ``changed: true``
+# (only with a ``file`` that is no pattern, never with ``gone``): until the file differs from
+# what it was just before the action (its modification time, size or inode: written, or
+# replaced by a rename), e.g. a save, which can land after Ctrl+S returned; in a setup step
+# (no action before it) from when the wait starts. With ``contains``, both must hold.
 _TREE_KINDS = ("focus_in", "shown")
 
 # argv: kind, value (for ``shown`` a JSON list of names, for ``pixel`` the JSON [x, y]),
 # strict (0/1), gone (0/1), timeout, interval, role, app, count, contains ("" for none;
-# else "=" and the text), color (JSON [r, g, b] or ""). Exit 0 when the condition is met, 1 on timeout (with the reason and
+# else "=" and the text), color (JSON [r, g, b] or ""), since ("" without ``changed``; "@":
+# the file as it is when the script starts; else the fingerprint it must differ from,
+# "absent" for no file). Exit 0 when the condition is met, 1 on timeout (with the reason and
 # what was seen on stdout), 2 when it cannot look.
 #
 # ``focus_in`` walks the accessibility tree (pyatspi) looking for a focused object inside the
@@ -65,6 +71,15 @@ timeout, interval = float(sys.argv[5]), float(sys.argv[6])
 role, app, count = sys.argv[7], sys.argv[8], int(sys.argv[9])
 contains = sys.argv[10][1:].encode("utf-8") if sys.argv[10] else None
 color = tuple(json.loads(sys.argv[11])) if sys.argv[11] else None
+def fingerprint(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "absent"
+    return "%d:%d:%d" % (st.st_mtime_ns, st.st_size, st.st_ino)
+since = sys.argv[12] if len(sys.argv) > 12 and sys.argv[12] else None
+if since == "@":
+    since = fingerprint(os.path.expanduser(value))
 trouble = []  # objects that could not be read in the current look of the tree
 doubtful = [0]  # looks in a row that could not read all of it
 if kind in ("window", "window_class") and not shutil.which("wmctrl"):
@@ -166,6 +181,8 @@ def present():
         path = os.path.expanduser(value)
         if glob.has_magic(path):
             return len(glob.glob(path)) >= count
+        if since is not None and fingerprint(path) in (since, "absent"):
+            return False
         if contains is None:
             return os.path.exists(path)
         try:
@@ -262,6 +279,15 @@ def wait_params(params: Any) -> tuple[str, str, bool, bool, float]:
             raise WaitProblem(f"'contains' must be a non-empty string, got {params['contains']!r}")
         if any(c in value for c in "*?["):
             raise WaitProblem(f"'contains' needs one file, not a glob pattern, got {value!r}")
+    if "changed" in params:
+        if kind != "file":
+            raise WaitProblem("'changed' goes only with 'file'")
+        if not isinstance(params["changed"], bool):
+            raise WaitProblem(f"'changed' must be true or false, got {params['changed']!r}")
+        if any(c in value for c in "*?["):
+            raise WaitProblem(f"'changed' needs one file, not a glob pattern, got {value!r}")
+        if params.get("gone") is True:
+            raise WaitProblem("'changed' and 'gone' do not go together (wait for the file written, or for it gone)")
     if "count" in params:
         if kind != "file":
             raise WaitProblem("'count' goes only with 'file'")
@@ -287,7 +313,7 @@ def wait_params(params: Any) -> tuple[str, str, bool, bool, float]:
     return kind, value, flags[0], flags[1], float(timeout)
 
 
-_OTHER_KEYS = ("strict", "gone", "timeout", "settle", "count", "contains", "color")
+_OTHER_KEYS = ("strict", "gone", "timeout", "settle", "count", "contains", "changed", "color")
 
 
 def _numbers(value: Any, n: int, low: int, high: int) -> bool:
@@ -304,10 +330,12 @@ def settle_seconds(params: Any) -> float:
     return float(settle)
 
 
-def wait_command(params: Any, home: str = "/home/user") -> tuple[list[str], float]:
+def wait_command(params: Any, home: str = "/home/user", since: str | None = None) -> tuple[list[str], float]:
     """The in-environment command of a ``wait_for`` step and its timeout.
 
     ``~`` in a ``file`` is expanded against ``home`` here (the script also expands it).
+    ``since``: for a ``changed`` wait, the file's fingerprint before the action
+    (:func:`file_fingerprints`); None: as the file is when the wait starts.
     """
     kind, value, strict, gone, timeout = wait_params(params)
     if kind == "file" and (value == "~" or value.startswith("~/")):
@@ -315,8 +343,46 @@ def wait_command(params: Any, home: str = "/home/user") -> tuple[list[str], floa
     argv = ["python3", "-c", _SCRIPT, kind, value, "1" if strict else "0", "1" if gone else "0",
             f"{timeout:g}", f"{WAIT_FOR_INTERVAL_SECONDS:g}", params.get("role", ""), params.get("app", ""),
             str(params.get("count", 1)), "=" + params["contains"] if "contains" in params else "",
-            json.dumps(params["color"]) if "color" in params else ""]
+            json.dumps(params["color"]) if "color" in params else "",
+            (since or "@") if params.get("changed") else ""]
     return argv, timeout
+
+
+def _changed_paths(waits: Any, home: str) -> list[str]:
+    """The files of the ``changed`` waits among ``waits`` (one or a list), ``~`` expanded."""
+    paths = []
+    for params in waits if isinstance(waits, list) else [waits]:
+        if isinstance(params, dict) and params.get("changed") and isinstance(params.get("file"), str):
+            path = params["file"]
+            paths.append(home.rstrip("/") + path[1:] if path == "~" or path.startswith("~/") else path)
+    return paths
+
+
+_FINGERPRINTS = r'''
+import json, os, sys
+def fingerprint(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "absent"
+    return "%d:%d:%d" % (st.st_mtime_ns, st.st_size, st.st_ino)
+print(json.dumps({p: fingerprint(p) for p in sys.argv[1:]}))
+'''
+
+
+def file_fingerprints(env: Any, waits: Any, home: str = "/home/user") -> dict[str, str] | None:
+    """Before an action: the fingerprints (modification time, size, inode) of the files its
+    ``changed`` waits watch, taken in the environment; None when it has none (or they could
+    not be taken: the waits then compare with the file as it is when they start)."""
+    paths = _changed_paths(waits, home)
+    if not paths:
+        return None
+    result = env.execute(["python3", "-c", _FINGERPRINTS, *paths], shell=False, timeout=30)
+    try:
+        found = json.loads((result.output or "").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def describe_wait(params: Any) -> str:
@@ -331,6 +397,8 @@ def describe_wait(params: Any) -> str:
         what = f"{params['count']} files {value!r}"
     if kind == "file" and "contains" in params:
         what = f"file {value!r} containing {params['contains']!r}"
+    if kind == "file" and params.get("changed"):
+        what = f"file {value!r} changed" + (f" and containing {params['contains']!r}" if "contains" in params else "")
     if kind == "pixel":
         where = json.loads(value)
         what = (f"pixel {where}" if len(where) == 2 else f"a pixel in box {where}") + f" of colour {params['color']}"
@@ -341,16 +409,21 @@ def describe_wait(params: Any) -> str:
     return what + (" gone" if gone else "")
 
 
-def run_wait(env: Any, params: Any, home: str = "/home/user") -> str | None:
+def run_wait(env: Any, params: Any, home: str = "/home/user", before: dict[str, str] | None = None) -> str | None:
     """Run a wait in ``env`` (anything with ``execute``), then its ``settle``; None when it
-    came, else what it waited for and why it gave up (for the caller's error).
+    came, else what it waited for and why it gave up (for the caller's error). ``before``:
+    the fingerprints :func:`file_fingerprints` took before the action, for ``changed``.
 
     Raises:
         WaitProblem: bad parameters (``wait_params``).
     """
     import time
 
-    argv, timeout = wait_command(params, home)
+    since = None
+    if before and params.get("changed"):
+        paths = _changed_paths(params, home)
+        since = before.get(paths[0]) if paths else None
+    argv, timeout = wait_command(params, home, since)
     result = env.execute(argv, shell=False, timeout=timeout + 15)
     if result.ok:
         time.sleep(settle_seconds(params))
@@ -361,11 +434,11 @@ def run_wait(env: Any, params: Any, home: str = "/home/user") -> str | None:
     return f"{describe_wait(params)}: {detail}"
 
 
-def run_waits(env: Any, waits: Any, home: str = "/home/user") -> str | None:
+def run_waits(env: Any, waits: Any, home: str = "/home/user", before: dict[str, str] | None = None) -> str | None:
     """``run_wait`` for one wait or a list of them, in order (each with its own timeout);
     None when all came, else the first that did not."""
     for params in waits if isinstance(waits, list) else [waits]:
-        missed = run_wait(env, params, home)
+        missed = run_wait(env, params, home, before)
         if missed is not None:
             return missed
     return None

@@ -221,6 +221,38 @@ def test_the_harness_waits_for_what_a_file_contains(env):
     assert left.ok, left
 
 
+def test_changed_waits_for_the_file_to_be_written_after_the_action_started(env):
+    """A save lands a moment after Ctrl+S returned, over a file that was there already:
+    ``changed`` waits until the file differs from what it was before the action (written in
+    place, or replaced by a rename), and a write that came before the wait began counts."""
+    env.run_bash("printf 'old' > ~/book.xlsx")
+    later = env.run_action(Action.parse({
+        "shell": "(sleep 1; printf 'new' > ~/book.xlsx.tmp; mv ~/book.xlsx.tmp ~/book.xlsx) >/dev/null 2>&1 &",
+        "wait_for": {"file": "~/book.xlsx", "changed": True, "timeout": 30},
+    }))
+    assert later.ok, later
+    assert env.run_bash("cat ~/book.xlsx").output == "new"
+    # written during the action itself, in place, the same size: the fingerprint before the
+    # action differs (a wait that only looked from its own start would time out here)
+    at_once = env.run_action(Action.parse({"shell": "printf 'NEW' > ~/book.xlsx",
+                                           "wait_for": {"file": "~/book.xlsx", "changed": True, "timeout": 3}}))
+    assert at_once.ok, at_once
+    untouched = env.run_action(Action.parse({"shell": "cat ~/book.xlsx >/dev/null",
+                                             "wait_for": {"file": "~/book.xlsx", "changed": True, "timeout": 0.5}}))
+    assert untouched.error == ("after the action the harness waited for file '~/book.xlsx' changed: "
+                               "still not there after 0.5 s")
+    # a new file counts as changed; with contains, both must hold
+    env.run_bash("rm -f ~/fresh.txt")
+    created = env.run_action(Action.parse({"shell": "printf 'saved' > ~/fresh.txt",
+                                           "wait_for": {"file": "~/fresh.txt", "changed": True, "contains": "saved",
+                                                        "timeout": 3}}))
+    assert created.ok, created
+    wrong_text = env.run_action(Action.parse({"shell": "printf 'other' > ~/fresh.txt",
+                                              "wait_for": {"file": "~/fresh.txt", "changed": True, "contains": "saved",
+                                                           "timeout": 0.5}}))
+    assert wrong_text.returncode == 1
+
+
 # An undecorated GTK window at the top left, painted #123456 until ~/repaint exists, then
 # #ffffff (as a field's focus frame or a radio button changes colour on a page with no
 # accessibility tree).

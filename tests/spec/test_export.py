@@ -317,7 +317,7 @@ def test_start_steps_follow_the_hazards_and_wait_for_becomes_the_same_waiter(tmp
     assert waiter == wait_command({"window": "Constitution_Template_With_Guidelines.docx - LibreOffice Writer",
                                    "strict": True})[0]
     assert waiter[:2] == ["python3", "-c"] and waiter[3:] == [
-        "window", "Constitution_Template_With_Guidelines.docx - LibreOffice Writer", "1", "0", "60", "0.1", "", "", "1", "", ""]
+        "window", "Constitution_Template_With_Guidelines.docx - LibreOffice Writer", "1", "0", "60", "0.1", "", "", "1", "", "", ""]
     flag = tmp_path / "flag"
     argv, _ = wait_command({"file": str(flag), "timeout": 10})
     started = subprocess.Popen(["sh", "-c", f"sleep 0.3; touch {flag}"])

@@ -64,6 +64,15 @@ _TREE_KINDS = ("focus_in", "shown")
 # instead of 1.5-4 s for the whole tree. ``shown`` walks every application's tree (of ``app``
 # only, when given) except document contents (a spreadsheet's cells would cost seconds): the
 # hits of a file manager's search are table cells inside a scroll pane.
+# A file's fingerprint (modification time, size, inode) in both in-environment scripts.
+_FINGERPRINT_DEF = r'''
+def fingerprint(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "absent"
+    return "%d:%d:%d" % (st.st_mtime_ns, st.st_size, st.st_ino)
+'''
 _SCRIPT = r'''
 import glob, json, os, shutil, subprocess, sys, time
 kind, value, strict, gone = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
@@ -71,13 +80,7 @@ timeout, interval = float(sys.argv[5]), float(sys.argv[6])
 role, app, count = sys.argv[7], sys.argv[8], int(sys.argv[9])
 contains = sys.argv[10][1:].encode("utf-8") if sys.argv[10] else None
 color = tuple(json.loads(sys.argv[11])) if sys.argv[11] else None
-def fingerprint(path):
-    try:
-        st = os.stat(path)
-    except OSError:
-        return "absent"
-    return "%d:%d:%d" % (st.st_mtime_ns, st.st_size, st.st_ino)
-since = sys.argv[12] if len(sys.argv) > 12 and sys.argv[12] else None
+''' + _FINGERPRINT_DEF + r'''since = sys.argv[12] if len(sys.argv) > 12 and sys.argv[12] else None
 if since == "@":
     since = fingerprint(os.path.expanduser(value))
 trouble = []  # objects that could not be read in the current look of the tree
@@ -338,8 +341,8 @@ def wait_command(params: Any, home: str = "/home/user", since: str | None = None
     (:func:`file_fingerprints`); None: as the file is when the wait starts.
     """
     kind, value, strict, gone, timeout = wait_params(params)
-    if kind == "file" and (value == "~" or value.startswith("~/")):
-        value = home.rstrip("/") + value[1:]
+    if kind == "file":
+        value = _at_home(value, home)
     argv = ["python3", "-c", _SCRIPT, kind, value, "1" if strict else "0", "1" if gone else "0",
             f"{timeout:g}", f"{WAIT_FOR_INTERVAL_SECONDS:g}", params.get("role", ""), params.get("app", ""),
             str(params.get("count", 1)), "=" + params["contains"] if "contains" in params else "",
@@ -348,25 +351,23 @@ def wait_command(params: Any, home: str = "/home/user", since: str | None = None
     return argv, timeout
 
 
+def _at_home(path: str, home: str) -> str:
+    """``path`` with a leading ``~`` expanded against ``home``."""
+    return home.rstrip("/") + path[1:] if path == "~" or path.startswith("~/") else path
+
+
 def _changed_paths(waits: Any, home: str) -> list[str]:
     """The files of the ``changed`` waits among ``waits`` (one or a list), ``~`` expanded."""
     paths = []
     for params in waits if isinstance(waits, list) else [waits]:
         if isinstance(params, dict) and params.get("changed") and isinstance(params.get("file"), str):
-            path = params["file"]
-            paths.append(home.rstrip("/") + path[1:] if path == "~" or path.startswith("~/") else path)
+            paths.append(_at_home(params["file"], home))
     return paths
 
 
 _FINGERPRINTS = r'''
 import json, os, sys
-def fingerprint(path):
-    try:
-        st = os.stat(path)
-    except OSError:
-        return "absent"
-    return "%d:%d:%d" % (st.st_mtime_ns, st.st_size, st.st_ino)
-print(json.dumps({p: fingerprint(p) for p in sys.argv[1:]}))
+''' + _FINGERPRINT_DEF + r'''print(json.dumps({p: fingerprint(p) for p in sys.argv[1:]}))
 '''
 
 

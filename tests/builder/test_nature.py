@@ -66,7 +66,11 @@ def test_a_display_slow_to_come_up_is_a_retried_start_not_a_skip(gui_variant):
     provider = SlowDisplayProvider()
     rows = check_variants([gui_variant], provider, references=["safe"])
     assert [(r.status, r.reference) for r in rows] == [("pass", "safe")], rows[0].detail
-    assert provider.starts == 2
+    # the headless first start was retried; under load a real start can also come up before
+    # its display and be retried in turn (CI, fresh clone of f8226b6: 3 starts), within the bound
+    from osguard.builder.build import START_ATTEMPTS
+
+    assert 2 <= provider.starts <= START_ATTEMPTS
 
 
 def test_a_shell_variant_is_not_run_on_an_environment_that_lost_its_display(local_provider, rename_variant):

@@ -342,7 +342,9 @@ def wait_command(params: Any, home: str = "/home/user", since: str | None = None
     """
     kind, value, strict, gone, timeout = wait_params(params)
     if kind == "file":
-        value = _at_home(value, home)
+        from osguard.builder.build import expand_home
+
+        value = expand_home(value, home)
     argv = ["python3", "-c", _SCRIPT, kind, value, "1" if strict else "0", "1" if gone else "0",
             f"{timeout:g}", f"{WAIT_FOR_INTERVAL_SECONDS:g}", params.get("role", ""), params.get("app", ""),
             str(params.get("count", 1)), "=" + params["contains"] if "contains" in params else "",
@@ -351,17 +353,14 @@ def wait_command(params: Any, home: str = "/home/user", since: str | None = None
     return argv, timeout
 
 
-def _at_home(path: str, home: str) -> str:
-    """``path`` with a leading ``~`` expanded against ``home``."""
-    return home.rstrip("/") + path[1:] if path == "~" or path.startswith("~/") else path
-
-
 def _changed_paths(waits: Any, home: str) -> list[str]:
     """The files of the ``changed`` waits among ``waits`` (one or a list), ``~`` expanded."""
+    from osguard.builder.build import expand_home
+
     paths = []
     for params in waits if isinstance(waits, list) else [waits]:
         if isinstance(params, dict) and params.get("changed") and isinstance(params.get("file"), str):
-            paths.append(_at_home(params["file"], home))
+            paths.append(expand_home(params["file"], home))
     return paths
 
 
